@@ -1,0 +1,85 @@
+"""An agent-context manager that keeps signed reasoning valid and reports what it strips.
+
+The public API is re-exported here by name; implementation lives in private modules.
+"""
+
+from __future__ import annotations
+
+from ._content import (
+    Block,
+    ImageBlock,
+    RedactedThinkingBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    UnknownBlock,
+    block_from_wire,
+    block_to_wire,
+    blocks_from_wire,
+    blocks_to_wire,
+    converter,
+)
+from ._errors import (
+    BranchExists,
+    BranchInUse,
+    BranchNotFound,
+    ContextManagerError,
+    MessageNotFound,
+    NotADatabase,
+    OverBudget,
+    SchemaTooNew,
+)
+from ._head import Head, ThinkingBinding
+from ._manager import ContextManager
+from ._memory_store import MemoryStore
+from ._messages import REASONING_LOSS_KIND, MessageId, MessageMeta, StoredMessage
+from ._results import CompileResult, ProvenanceEntry, Source, ThinkingStrip
+from ._sqlite_store import SQLiteStore
+from ._store import BranchRecord, BranchRef, Store, branch_key
+from ._strategies import Fold, Passthrough, Window, estimate_tokens
+
+__all__ = [
+    "REASONING_LOSS_KIND",
+    "Block",
+    "BranchExists",
+    "BranchInUse",
+    "BranchNotFound",
+    "BranchRecord",
+    "BranchRef",
+    "CompileResult",
+    "ContextManager",
+    "ContextManagerError",
+    "Fold",
+    "Head",
+    "ImageBlock",
+    "MemoryStore",
+    "MessageId",
+    "MessageMeta",
+    "MessageNotFound",
+    "NotADatabase",
+    "OverBudget",
+    "Passthrough",
+    "ProvenanceEntry",
+    "RedactedThinkingBlock",
+    "SQLiteStore",
+    "SchemaTooNew",
+    "Source",
+    "Store",
+    "StoredMessage",
+    "TextBlock",
+    "ThinkingBinding",
+    "ThinkingBlock",
+    "ThinkingStrip",
+    "ToolResultBlock",
+    "ToolUseBlock",
+    "UnknownBlock",
+    "Window",
+    "block_from_wire",
+    "block_to_wire",
+    "blocks_from_wire",
+    "blocks_to_wire",
+    "branch_key",
+    "converter",
+    "estimate_tokens",
+]

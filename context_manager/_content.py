@@ -1,0 +1,253 @@
+"""The content model: frozen blocks and their lossless conversion to and from wire dicts.
+
+Invariant: ``blocks_from_wire(blocks_to_wire(x)) == x`` and ``blocks_to_wire(blocks_from_wire(d))
+== d`` for any wire content ``d`` without ``None`` values. Fields a block class does not name are
+kept in ``extra`` and written back unchanged; block types this library does not know become
+``UnknownBlock`` and round-trip as they came. ``None`` is never emitted: the API rejects it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeAlias
+
+import attrs
+import cattrs
+
+JSON: TypeAlias = Any
+"""A JSON-compatible value (the wire format)."""
+
+
+def _frozen_mapping(value: Mapping[str, Any] | None) -> dict[str, Any]:
+    return dict(value or {})
+
+
+@attrs.frozen
+class TextBlock:
+    """``{"type": "text", "text": ...}``; citations and cache markers live in ``extra``."""
+
+    text: str
+    extra: dict[str, Any] = attrs.field(factory=dict, converter=_frozen_mapping, kw_only=True)
+
+
+@attrs.frozen
+class ThinkingBlock:
+    """Signed reasoning. ``thinking`` may be ``""`` (display omitted); the signature carries it."""
+
+    thinking: str
+    signature: str
+    extra: dict[str, Any] = attrs.field(factory=dict, converter=_frozen_mapping, kw_only=True)
+
+
+@attrs.frozen
+class RedactedThinkingBlock:
+    """Encrypted reasoning; ``data`` is opaque and signed."""
+
+    data: str
+    extra: dict[str, Any] = attrs.field(factory=dict, converter=_frozen_mapping, kw_only=True)
+
+
+@attrs.frozen
+class ToolUseBlock:
+    """A client tool call."""
+
+    id: str
+    name: str
+    input: dict[str, Any]
+    extra: dict[str, Any] = attrs.field(factory=dict, converter=_frozen_mapping, kw_only=True)
+
+
+@attrs.frozen
+class ToolResultBlock:
+    """The answer to a tool call; ``content`` is text or nested blocks."""
+
+    tool_use_id: str
+    content: str | tuple[Block, ...] = ""
+    is_error: bool | None = None
+    extra: dict[str, Any] = attrs.field(factory=dict, converter=_frozen_mapping, kw_only=True)
+
+
+@attrs.frozen
+class ImageBlock:
+    """An image; ``source`` is the wire source dict."""
+
+    source: dict[str, Any]
+    extra: dict[str, Any] = attrs.field(factory=dict, converter=_frozen_mapping, kw_only=True)
+
+
+@attrs.frozen
+class UnknownBlock:
+    """Any block type this library does not model; ``raw`` is its wire dict, kept as is."""
+
+    raw: dict[str, Any]
+
+    @property
+    def type(self) -> str:
+        return str(self.raw.get("type", ""))
+
+
+Block: TypeAlias = (
+    TextBlock
+    | ThinkingBlock
+    | RedactedThinkingBlock
+    | ToolUseBlock
+    | ToolResultBlock
+    | ImageBlock
+    | UnknownBlock
+)
+"""Every content block this library stores and sends."""
+
+THINKING_TYPES = (ThinkingBlock, RedactedThinkingBlock)
+"""Block classes that carry signed reasoning bound to their prefix."""
+
+_WIRE_TYPE: dict[type[Any], str] = {
+    TextBlock: "text",
+    ThinkingBlock: "thinking",
+    RedactedThinkingBlock: "redacted_thinking",
+    ToolUseBlock: "tool_use",
+    ToolResultBlock: "tool_result",
+    ImageBlock: "image",
+}
+_CLASS_BY_WIRE_TYPE = {wire: cls for cls, wire in _WIRE_TYPE.items()}
+_NAMED_FIELDS: dict[type[Any], tuple[str, ...]] = {
+    cls: tuple(f.name for f in attrs.fields(cls) if f.name != "extra") for cls in _WIRE_TYPE
+}
+
+converter = cattrs.Converter()
+"""The cattrs converter that maps blocks to and from Messages API wire dicts."""
+
+
+def _unstructure_block(block: Block) -> dict[str, Any]:
+    if isinstance(block, UnknownBlock):
+        return dict(block.raw)
+    wire: dict[str, Any] = {"type": _WIRE_TYPE[type(block)]}
+    for name in _NAMED_FIELDS[type(block)]:
+        value = getattr(block, name)
+        if value is None:
+            continue
+        if name == "content" and isinstance(value, tuple):
+            value = [_unstructure_block(inner) for inner in value]
+        wire[name] = value
+    wire.update(block.extra)
+    return wire
+
+
+def _structure_block(wire: Any, _: Any = None) -> Block:
+    if not isinstance(wire, Mapping):
+        raise TypeError(f"content block must be a dict with a 'type', got {wire!r}")
+    kind = wire.get("type")
+    cls = _CLASS_BY_WIRE_TYPE.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        return UnknownBlock(raw=dict(wire))
+    named = _NAMED_FIELDS[cls]
+    try:
+        kwargs: dict[str, Any] = {name: wire[name] for name in named if name in wire}
+        if cls is ToolResultBlock and isinstance(kwargs.get("content"), list):
+            kwargs["content"] = tuple(_structure_block(inner) for inner in kwargs["content"])
+        extra = {k: v for k, v in wire.items() if k != "type" and k not in named}
+        return cls(**kwargs, extra=extra)  # type: ignore[no-any-return]
+    except TypeError:
+        # A known type missing a required field: keep it verbatim rather than lose it.
+        return UnknownBlock(raw=dict(wire))
+
+
+for _cls in (*_WIRE_TYPE, UnknownBlock):
+    converter.register_unstructure_hook(_cls, _unstructure_block)
+    converter.register_structure_hook(_cls, _structure_block)
+converter.register_structure_hook(Block, _structure_block)  # type: ignore[arg-type]
+
+
+def block_to_wire(block: Block) -> dict[str, Any]:
+    """Return the Messages API wire dict of ``block`` (no ``None`` values)."""
+    return _unstructure_block(block)
+
+
+def block_from_wire(wire: Mapping[str, Any]) -> Block:
+    """Return the block for a wire dict; unknown types become ``UnknownBlock``."""
+    return _structure_block(wire)
+
+
+_BLOCK_CLASSES = (*_WIRE_TYPE, UnknownBlock)
+
+
+def to_block(item: object) -> Block:
+    """Coerce one content item: a block, a wire dict, or an ``anthropic`` SDK block model.
+
+    Raises:
+        TypeError: ``item`` is none of those; the message names it.
+    """
+    if isinstance(item, _BLOCK_CLASSES):
+        return item  # type: ignore[return-value]
+    if isinstance(item, Mapping):
+        if not isinstance(item.get("type"), str):
+            raise TypeError(f"content item {item!r} has no string 'type'")
+        return _structure_block(_drop_none(item))
+    dump = getattr(item, "model_dump", None)
+    if callable(dump):
+        wire = dump(mode="json", exclude_none=True)
+        if isinstance(wire, Mapping) and isinstance(wire.get("type"), str):
+            return _structure_block(wire)
+    raise TypeError(
+        f"content item {item!r} is neither a block, a wire dict nor an anthropic SDK block"
+    )
+
+
+def to_blocks(content: object) -> tuple[Block, ...]:
+    """Coerce message content: a string, one block, or an iterable of blocks / dicts / SDK blocks.
+
+    A string becomes one ``TextBlock``. An SDK ``BetaMessage`` (anything with ``.content``
+    and ``.role``) contributes its content.
+
+    Raises:
+        TypeError: an item is not content; the message names it.
+    """
+    if isinstance(content, str):
+        return (TextBlock(content),)
+    if isinstance(content, _BLOCK_CLASSES) or isinstance(content, Mapping):
+        return (to_block(content),)
+    inner = getattr(content, "content", None)
+    if inner is not None and hasattr(content, "role") and not isinstance(content, Mapping):
+        return to_blocks(inner)
+    if isinstance(content, Iterable):
+        return tuple(to_block(item) for item in content)
+    raise TypeError(f"content {content!r} is not a string, a block or an iterable of blocks")
+
+
+def blocks_to_wire(blocks: Iterable[Block]) -> list[dict[str, Any]]:
+    """Wire dicts for ``blocks``, in order."""
+    return [_unstructure_block(b) for b in blocks]
+
+
+def blocks_from_wire(wire: Iterable[Mapping[str, Any]]) -> tuple[Block, ...]:
+    """Blocks for wire dicts, in order."""
+    return tuple(_structure_block(w) for w in wire)
+
+
+def _drop_none(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _drop_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_drop_none(v) for v in value]
+    return value
+
+
+def is_thinking(block: Block) -> bool:
+    """True for signed reasoning blocks (``thinking`` and ``redacted_thinking``)."""
+    return isinstance(block, THINKING_TYPES)
+
+
+def signature_of(block: Block) -> str:
+    """The opaque signature a thinking block carries (``data`` for redacted), else ``""``."""
+    if isinstance(block, ThinkingBlock):
+        return block.signature
+    if isinstance(block, RedactedThinkingBlock):
+        return block.data
+    return ""
+
+
+def first_text(blocks: Iterable[Block]) -> str | None:
+    """The first non-empty text of ``blocks``, or ``None``."""
+    for block in blocks:
+        if isinstance(block, TextBlock) and block.text.strip():
+            return block.text
+    return None

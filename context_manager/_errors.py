@@ -1,0 +1,90 @@
+"""Every error this library raises, in one place.
+
+Hierarchy: ``ContextManagerError`` is the base; each error also inherits the builtin it
+semantically is, so ``except KeyError`` keeps working for lookups. Messages name the offending
+value and say what to do instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+class ContextManagerError(Exception):
+    """Base class of every error raised by ``context_manager`` and ``notices``."""
+
+
+class MessageNotFound(ContextManagerError, KeyError):
+    """No message with this id in this namespace."""
+
+    def __init__(self, message_id: str, namespace: str) -> None:
+        self.message_id = message_id
+        self.namespace = namespace
+        super().__init__(f"no message {message_id!r} in namespace {namespace!r}")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class BranchNotFound(ContextManagerError, KeyError):
+    """No live branch with this name; ``known`` lists the live branch names."""
+
+    def __init__(self, name: str, known: Iterable[str]) -> None:
+        self.name = name
+        self.known = sorted(known)
+        listing = ", ".join(repr(k) for k in self.known) or "none"
+        super().__init__(f"no branch {name!r}; known branches: {listing}")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class BranchExists(ContextManagerError, ValueError):
+    """A live branch with this name already exists."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"branch {name!r} already exists; pick another name or delete it first")
+
+
+class BranchInUse(ContextManagerError, ValueError):
+    """The current branch cannot be deleted."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(
+            f"branch {name!r} is the current branch; switch to another branch before deleting it"
+        )
+
+
+class SchemaTooNew(ContextManagerError, RuntimeError):
+    """The database was written by a newer version of this library."""
+
+    def __init__(self, path: str, found: int, known: int) -> None:
+        self.path = path
+        self.found = found
+        self.known = known
+        super().__init__(
+            f"{path}: schema version {found} is newer than this library knows ({known}); "
+            "upgrade context-manager to open it"
+        )
+
+
+class NotADatabase(ContextManagerError, ValueError):
+    """The file exists but is not a context-manager database."""
+
+    def __init__(self, path: str, why: str) -> None:
+        self.path = path
+        super().__init__(f"{path}: not a context-manager database ({why})")
+
+
+class OverBudget(ContextManagerError, ValueError):
+    """The budget is smaller than what must be sent (the newest user message)."""
+
+    def __init__(self, budget: int, required: int) -> None:
+        self.budget = budget
+        self.required = required
+        super().__init__(
+            f"budget of {budget} tokens is smaller than the {required} tokens that must be sent "
+            "(the newest user message); raise the budget"
+        )

@@ -1,0 +1,100 @@
+"""What the host sends beside the messages, and how binding is configured.
+
+``Head`` is frozen; its component digests are computed once at construction over canonical
+JSON (``_canonical``), so comparing heads is O(1). The binding digest covers ``system``,
+``tools`` and ``model``; ``settings`` join it only with ``ThinkingBinding(binds_settings=True)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+import attrs
+
+from ._canonical import digest
+
+HEAD_COMPONENTS = ("system", "tools", "model", "settings")
+"""The order ``ThinkingStrip.changed`` lists differing components in."""
+
+
+def _tools(value: Sequence[Mapping[str, Any]] | None) -> tuple[dict[str, Any], ...]:
+    return tuple(dict(t) for t in (value or ()))
+
+
+def _settings(value: Mapping[str, Any] | None) -> dict[str, Any]:
+    return dict(value or {})
+
+
+@attrs.frozen
+class Head:
+    """The request's head: ``model``, ``system`` text or text blocks, ``tools``, ``settings``.
+
+    ``settings`` is every other request field (``max_tokens``, ``thinking``, ``tool_choice``,
+    ``metadata``, ``output_config``, ...).
+
+    Raises:
+        ValueError: a component is not JSON-serialisable; the message names it.
+    """
+
+    model: str
+    system: str | tuple[dict[str, Any], ...] | None = attrs.field(
+        default=None,
+        converter=lambda v: v if v is None or isinstance(v, str) else tuple(dict(b) for b in v),
+    )
+    tools: tuple[dict[str, Any], ...] = attrs.field(factory=tuple, converter=_tools)
+    settings: dict[str, Any] = attrs.field(factory=dict, converter=_settings)
+    digests: dict[str, str] = attrs.field(init=False, eq=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        values = {
+            "system": self.system,
+            "tools": list(self.tools),
+            "model": self.model,
+            "settings": self.settings,
+        }
+        out: dict[str, str] = {}
+        for name in HEAD_COMPONENTS:
+            try:
+                out[name] = digest(values[name])
+            except ValueError as err:
+                raise ValueError(f"head component {name!r} is not JSON-serialisable: {err}") from err
+        object.__setattr__(self, "digests", out)
+
+    @property
+    def thinking_enabled(self) -> bool:
+        """True when ``settings["thinking"]`` asks for thinking."""
+        thinking = self.settings.get("thinking")
+        return isinstance(thinking, Mapping) and thinking.get("type") in ("enabled", "adaptive")
+
+
+@attrs.frozen
+class ThinkingBinding:
+    """How the compiler treats signed thinking.
+
+    Attributes:
+        binds: check every thinking block against its stamp; ``False`` strips nothing.
+        drop_block: ask the provider to drop (not reject) blocks failing its check, via
+            ``thinking.block_binding`` and the binding-controls beta.
+        binds_settings: treat request settings as bound (off: the vendor does not bind them).
+        system_notices: render system notices as ``role: "system"`` messages (``"system"``)
+            or as user text (``"user"``).
+    """
+
+    binds: bool = True
+    drop_block: bool = True
+    binds_settings: bool = False
+    system_notices: Literal["user", "system"] = attrs.field(
+        default="user", validator=attrs.validators.in_(("user", "system"))
+    )
+
+    def bound_components(self) -> tuple[str, ...]:
+        """The head components a block is bound to under this configuration."""
+        return HEAD_COMPONENTS if self.binds_settings else HEAD_COMPONENTS[:3]
+
+
+def changed_components(
+    stamped: Mapping[str, str], current: Mapping[str, str]
+) -> tuple[str, ...]:
+    """Components whose digests differ, in ``HEAD_COMPONENTS`` order."""
+    return tuple(name for name in HEAD_COMPONENTS if stamped.get(name) != current.get(name))

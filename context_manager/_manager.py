@@ -1,0 +1,280 @@
+"""``ContextManager``: one agent's transcript on branches, compiled into requests.
+
+Stateful, one per namespace per process. It owns the current branch, the per-branch compile
+caches and the strip observers; everything durable lives in the ``Store``. Not safe for
+concurrent use from several threads at once on the same namespace: one writer per namespace.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import structlog
+
+from ._branches import lineage_of
+from ._content import Block, to_blocks
+from ._errors import BranchExists, BranchInUse, BranchNotFound
+from ._head import ThinkingBinding
+from ._messages import MessageId, MessageMeta, Role, StoredMessage, check_role, coerce_meta
+from ._store import BranchRecord, BranchRef, Lineage, Store, branch_key
+
+log = structlog.get_logger("context_manager")
+
+MAIN_BRANCH = "main"
+"""The branch a new namespace starts on."""
+
+StripObserver = Callable[[Any, str], None]
+
+
+class ContextManager:
+    """An agent's context: store it, branch it, compile it.
+
+    Use ``ContextManager.open(store, namespace=...)``.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        namespace: str,
+        *,
+        binding: ThinkingBinding,
+        strategy: Any,
+        estimator: Callable[[Any], int] | None = None,
+    ) -> None:
+        from ._compile import Compiler
+        from ._strategies import estimate_tokens
+
+        self.store = store
+        self.namespace = namespace
+        self.binding = binding
+        self.strategy = strategy
+        self.estimator = estimator or estimate_tokens
+        self.token = uuid.uuid4().hex
+        self._observers: list[StripObserver] = []
+        self._branch = self._ensure_branch()
+        self._compiler = Compiler(self)
+
+    @classmethod
+    def open(
+        cls,
+        store: Store,
+        *,
+        namespace: str = "default",
+        binding: ThinkingBinding | None = None,
+        strategy: Any = None,
+        estimator: Callable[[Any], int] | None = None,
+    ) -> ContextManager:
+        """Open (or start) ``namespace`` in ``store``, on its current branch (``main`` when new)."""
+        from ._strategies import Passthrough
+
+        if not isinstance(namespace, str) or not namespace:
+            raise ValueError(f"namespace must be a non-empty string, got {namespace!r}")
+        return cls(
+            store,
+            namespace,
+            binding=binding or ThinkingBinding(),
+            strategy=strategy or Passthrough(),
+            estimator=estimator,
+        )
+
+    # branches
+    def _ensure_branch(self) -> BranchRecord:
+        name = self.store.current_branch_name(self.namespace)
+        live = {b.ref.name: b for b in self.store.branches(self.namespace)}
+        if name in live:
+            return live[name]
+        if MAIN_BRANCH in live:
+            record = live[MAIN_BRANCH]
+        elif live:
+            record = next(iter(live.values()))
+        else:
+            record = self.store.create_branch(self.namespace, MAIN_BRANCH)
+        self.store.set_current_branch(self.namespace, record.ref.name)
+        return record
+
+    def _record(self, name: str) -> BranchRecord:
+        for record in self.store.branches(self.namespace):
+            if record.ref.name == name:
+                return record
+        raise BranchNotFound(name, [b.ref.name for b in self.store.branches(self.namespace)])
+
+    def lineage(self, key: str | None = None) -> Lineage:
+        """The segments the branch ``key`` (default: current) reads."""
+        record = self._branch if key is None else self.store.branch_by_key(self.namespace, key)
+        return lineage_of(record, lambda k: self.store.branch_by_key(self.namespace, k))
+
+    def current_branch(self) -> BranchRef:
+        """The branch compiles and writes go to."""
+        return self._branch.ref
+
+    def current_branch_key(self) -> str:
+        return self._branch.key
+
+    def list_branches(self) -> list[BranchRef]:
+        """Live branches, oldest first."""
+        return [b.ref for b in self.store.branches(self.namespace)]
+
+    def branch_head(self) -> tuple[str, int]:
+        """``(branch key, head sequence)`` of the current branch (0 when empty)."""
+        return self._branch.key, self.store.last_sequence(self.namespace, self.lineage())
+
+    def fork(self, name: str) -> BranchRef:
+        """Branch at the current head and switch to it. Raises ``BranchExists``."""
+        _, head = self.branch_head()
+        record = self.store.create_branch(
+            self.namespace, name, parent=self._branch.key, fork_sequence=head
+        )
+        self._switch(record)
+        log.info("branch_forked", namespace=self.namespace, branch=name, at=head)
+        return record.ref
+
+    def branch_at(self, message_id: MessageId, name: str) -> BranchRef:
+        """Branch at ``message_id`` (visible on the current branch) without switching.
+
+        Raises:
+            MessageNotFound: no such message.
+            ValueError: the message is not visible on the current branch.
+        """
+        message = self.get_message(message_id)
+        visible = self.store.read(
+            self.namespace, self.lineage(), after=message.sequence - 1, upto=message.sequence
+        )
+        if not visible:
+            raise ValueError(
+                f"message {message_id!r} is not on branch {self._branch.ref.name!r}; "
+                "switch to a branch that has it"
+            )
+        if any(b.ref.name == name for b in self.store.branches(self.namespace)):
+            raise BranchExists(name)
+        record = self.store.create_branch(
+            self.namespace, name, parent=self._branch.key, fork_sequence=message.sequence
+        )
+        return record.ref
+
+    def switch_branch(self, name: str) -> BranchRef:
+        """Make ``name`` current; switching to the current branch is a no-op."""
+        if name == self._branch.ref.name:
+            return self._branch.ref
+        self._switch(self._record(name))
+        return self._branch.ref
+
+    def _switch(self, record: BranchRecord) -> None:
+        self.store.set_current_branch(self.namespace, record.ref.name)
+        self._branch = record
+
+    def delete_branch(self, name: str) -> BranchRef:
+        """Hide ``name`` (its messages stay stored). Raises ``BranchInUse`` for the current one."""
+        if name == self._branch.ref.name:
+            raise BranchInUse(name)
+        record = self.store.delete_branch(self.namespace, name)
+        self._compiler.forget(record.key)
+        log.info("branch_deleted", namespace=self.namespace, branch=name, key=record.key)
+        return record.ref
+
+    # messages
+    def add_message(
+        self,
+        role: Role,
+        content: object,
+        metadata: MessageMeta | dict[str, Any] | None = None,
+    ) -> MessageId:
+        """Store a message on the current branch; returns its id.
+
+        Raises:
+            ValueError: unknown role.
+            TypeError: content is not blocks or wire dicts (the message names the item).
+        """
+        checked = check_role(role)
+        blocks = to_blocks(content)
+        meta = coerce_meta(metadata)
+        return self.store.append(self.namespace, self._branch.key, checked, blocks, meta).id
+
+    def get_message(self, message_id: MessageId) -> StoredMessage:
+        """The stored message. Raises ``MessageNotFound``."""
+        return self.store.get(self.namespace, message_id)
+
+    def messages(
+        self,
+        branch: str | None = None,
+        kind: str | None = None,
+        since: int | None = None,
+        limit: int | None = None,
+    ) -> list[StoredMessage]:
+        """Messages visible on ``branch`` (name; default current), oldest first.
+
+        ``kind`` filters on ``metadata.kind``; ``since`` keeps sequences above it; ``limit``
+        keeps the first that many. Cost: O(log n + returned).
+        """
+        key = self._record(branch).key if branch is not None else self._branch.key
+        return self.store.read(
+            self.namespace, self.lineage(key), after=since, kind=kind, limit=limit
+        )
+
+    def edit_message(self, message_id: MessageId, content: object) -> StoredMessage:
+        """Replace a message's content (the earlier revision is kept in the store).
+
+        Every later compile that renders it sees the change; thinking bound after it strips
+        with cause ``messages``.
+        """
+        return self.store.edit(self.namespace, message_id, to_blocks(content))
+
+    # observers
+    def on_thinking_strip(self, callback: StripObserver) -> StripObserver:
+        """Call ``callback(strip, branch_key)`` once per committing compile that strips.
+
+        An observer that raises is logged and never fails the compile. Returns ``callback``.
+        """
+        self._observers.append(callback)
+        return callback
+
+    def remove_strip_observer(self, callback: StripObserver) -> None:
+        """Stop calling ``callback``; unknown callbacks are ignored."""
+        if callback in self._observers:
+            self._observers.remove(callback)
+
+    def _notify(self, strip: Any, key: str) -> None:
+        for observer in list(self._observers):
+            try:
+                observer(strip, key)
+            except Exception as err:  # an observer never fails a compile
+                log.warning(
+                    "strip_observer_failed",
+                    namespace=self.namespace,
+                    branch=key,
+                    compile_id=strip.compile_id,
+                    error=repr(err),
+                )
+
+    # compile and replies (see _compile)
+    def compile(self, head: Any, *, budget: int | None = None, dry_run: bool = False) -> Any:
+        """Build the next request. See ``Compiler.compile``."""
+        return self._compiler.compile(head, budget=budget, dry_run=dry_run)
+
+    async def compile_async(
+        self, head: Any, *, budget: int | None = None, dry_run: bool = False
+    ) -> Any:
+        """``compile`` for hosts whose summarizer is async."""
+        return await self._compiler.compile_async(head, budget=budget, dry_run=dry_run)
+
+    def record_reply(
+        self, message: object, result: Any, *, appended: Sequence[object] = ()
+    ) -> MessageId:
+        """Store an assistant reply and stamp its thinking. See ``Compiler.record_reply``."""
+        return self._compiler.record_reply(message, result, appended=appended)
+
+    def release_thinking(self, message_id: MessageId, from_block: int = 0) -> None:
+        """Release a reply's thinking on the current branch from ``from_block`` on.
+
+        It shows in the next committing compile's strip and is never sent again on this branch.
+        """
+        self.get_message(message_id)
+        self.store.add_release(self.namespace, self._branch.key, message_id, from_block)
+        self._compiler.invalidate(self._branch.key)
+
+    def blocks_of(self, message_id: MessageId) -> tuple[Block, ...]:
+        return self.get_message(message_id).content
+
+    def _iter_ids(self, ids: Iterable[MessageId]) -> list[StoredMessage]:
+        return [self.get_message(m) for m in ids]

@@ -1,0 +1,277 @@
+"""``MemoryStore``: the in-process store for tests and ephemeral runs.
+
+Same contract as ``SQLiteStore`` (see ``_store``), held in ``sortedcontainers`` indexes keyed by
+sequence so range reads cost O(log n + k). Not shared across processes; gone when dropped.
+A lock serialises writers so many agents on one event loop (or threads) can share one store.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+from sortedcontainers import SortedDict, SortedList
+
+from ._content import Block
+from ._errors import BranchExists, BranchNotFound, MessageNotFound
+from ._messages import MessageId, MessageMeta, Role, StoredMessage
+from ._store import BindingRecordData, BranchRecord, BranchRef, Lineage, Release
+from ._store_read import select_window
+
+
+@attrs.define
+class _Namespace:
+    branches: dict[str, BranchRecord] = attrs.field(factory=dict)
+    current: str | None = None
+    by_branch: dict[str, SortedDict] = attrs.field(factory=dict)
+    changes: SortedList = attrs.field(factory=SortedList)  # (serial, sequence)
+    signatures: dict[str, list[MessageId]] = attrs.field(factory=dict)
+    stamps: dict[MessageId, dict[str, Any]] = attrs.field(factory=dict)
+    first_compiled: set[str] = attrs.field(factory=set)
+    releases: dict[str, dict[MessageId, Release]] = attrs.field(factory=dict)
+    revisions: list[tuple[MessageId, tuple[Block, ...]]] = attrs.field(factory=list)
+
+
+class MemoryStore:
+    """An in-memory ``Store``. Cheap to create; everything goes with the object."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._spaces: dict[str, _Namespace] = {}
+        self._messages: dict[MessageId, tuple[str, StoredMessage]] = {}
+        self._sequence = 0
+        self._serial = 0
+
+    def _space(self, namespace: str) -> _Namespace:
+        space = self._spaces.get(namespace)
+        if space is None:
+            space = self._spaces[namespace] = _Namespace()
+        return space
+
+    def _next(self) -> int:
+        self._sequence += 1
+        return self._sequence
+
+    # namespaces
+    def namespaces(self) -> list[str]:
+        with self._lock:
+            return sorted(self._spaces)
+
+    def drop_namespace(self, namespace: str) -> None:
+        with self._lock:
+            self._spaces.pop(namespace, None)
+            for mid in [m for m, (ns, _) in self._messages.items() if ns == namespace]:
+                del self._messages[mid]
+
+    # branches
+    def create_branch(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        parent: str | None = None,
+        fork_sequence: int | None = None,
+    ) -> BranchRecord:
+        with self._lock:
+            space = self._space(namespace)
+            if any(b.ref.name == name for b in space.branches.values() if not b.deleted):
+                raise BranchExists(name)
+            created = self._next()
+            ref = BranchRef(id=f"b{created}", name=name, created=created)
+            record = BranchRecord(ref=ref, parent=parent, fork_sequence=fork_sequence)
+            space.branches[record.key] = record
+            space.by_branch[record.key] = SortedDict()
+            if parent is not None:
+                inherited = space.releases.get(parent, {})
+                space.releases[record.key] = dict(inherited)
+            return record
+
+    def delete_branch(self, namespace: str, name: str) -> BranchRecord:
+        with self._lock:
+            space = self._space(namespace)
+            for key, record in space.branches.items():
+                if record.ref.name == name and not record.deleted:
+                    gone = attrs.evolve(record, deleted=True)
+                    space.branches[key] = gone
+                    return gone
+            raise BranchNotFound(name, [b.ref.name for b in self._live(space)])
+
+    @staticmethod
+    def _live(space: _Namespace) -> list[BranchRecord]:
+        return [b for b in space.branches.values() if not b.deleted]
+
+    def branches(self, namespace: str) -> list[BranchRecord]:
+        with self._lock:
+            return sorted(self._live(self._space(namespace)), key=lambda b: b.ref.created)
+
+    def branch_by_key(self, namespace: str, key: str) -> BranchRecord:
+        with self._lock:
+            space = self._space(namespace)
+            try:
+                return space.branches[key]
+            except KeyError:
+                raise BranchNotFound(key, [b.ref.name for b in self._live(space)]) from None
+
+    def current_branch_name(self, namespace: str) -> str | None:
+        with self._lock:
+            return self._space(namespace).current
+
+    def set_current_branch(self, namespace: str, name: str) -> None:
+        with self._lock:
+            self._space(namespace).current = name
+
+    # messages
+    def append(
+        self,
+        namespace: str,
+        branch: str,
+        role: Role,
+        content: Sequence[Block],
+        metadata: MessageMeta,
+        *,
+        stamp: dict[str, Any] | None = None,
+        signatures: Sequence[str] = (),
+    ) -> StoredMessage:
+        with self._lock:
+            space = self._space(namespace)
+            if branch not in space.by_branch:
+                raise BranchNotFound(branch, [b.ref.name for b in self._live(space)])
+            sequence = self._next()
+            message = StoredMessage(
+                id=f"msg_{sequence}",
+                sequence=sequence,
+                branch=branch,
+                role=role,
+                content=tuple(content),
+                metadata=metadata,
+                created_at=dt.datetime.now(dt.UTC),
+            )
+            space.by_branch[branch][sequence] = message
+            self._messages[message.id] = (namespace, message)
+            if stamp is not None:
+                space.stamps[message.id] = stamp
+            for sig in signatures:
+                space.signatures.setdefault(sig, []).append(message.id)
+            return message
+
+    def get(self, namespace: str, message_id: MessageId) -> StoredMessage:
+        with self._lock:
+            found = self._messages.get(message_id)
+            if found is None or found[0] != namespace:
+                raise MessageNotFound(message_id, namespace)
+            return found[1]
+
+    def read(
+        self,
+        namespace: str,
+        lineage: Lineage,
+        *,
+        after: int | None = None,
+        upto: int | None = None,
+        kind: str | None = None,
+        limit: int | None = None,
+        newest_first: bool = False,
+    ) -> list[StoredMessage]:
+        with self._lock:
+            space = self._space(namespace)
+            segments = []
+            for key, top in lineage:
+                index = space.by_branch.get(key)
+                if index is None:
+                    continue
+                bounds = [x for x in (top, upto) if x is not None]
+                keys = index.irange(
+                    minimum=after,
+                    maximum=min(bounds) if bounds else None,
+                    inclusive=(False, True),
+                    reverse=newest_first,
+                )
+                segments.append([index[k] for k in keys])
+            return select_window(segments, kind=kind, limit=limit, newest_first=newest_first)
+
+    def last_sequence(self, namespace: str, lineage: Lineage) -> int:
+        newest = self.read(namespace, lineage, limit=1, newest_first=True)
+        return newest[0].sequence if newest else 0
+
+    def edit(
+        self, namespace: str, message_id: MessageId, content: Sequence[Block]
+    ) -> StoredMessage:
+        with self._lock:
+            old = self.get(namespace, message_id)
+            space = self._space(namespace)
+            new = attrs.evolve(old, content=tuple(content))
+            space.revisions.append((message_id, old.content))
+            space.by_branch[old.branch][old.sequence] = new
+            self._messages[message_id] = (namespace, new)
+            self._serial += 1
+            space.changes.add((self._serial, old.sequence))
+            return new
+
+    def change_serial(self, namespace: str) -> int:
+        with self._lock:
+            changes = self._space(namespace).changes
+            return int(changes[-1][0]) if changes else 0
+
+    def changed_since(self, namespace: str, serial: int) -> int | None:
+        with self._lock:
+            changes = self._space(namespace).changes
+            later = [seq for s, seq in changes.irange(minimum=(serial + 1, -1))]
+            return min(later) if later else None
+
+    def stamps(
+        self, namespace: str, message_ids: Sequence[MessageId]
+    ) -> dict[MessageId, dict[str, Any]]:
+        with self._lock:
+            known = self._space(namespace).stamps
+            return {m: known[m] for m in message_ids if m in known}
+
+    def find_signature(self, namespace: str, signature_digest: str) -> list[MessageId]:
+        with self._lock:
+            return list(self._space(namespace).signatures.get(signature_digest, ()))
+
+    # binding record
+    def binding_record(self, namespace: str, branch: str) -> BindingRecordData:
+        with self._lock:
+            space = self._space(namespace)
+            return BindingRecordData(
+                first_compiled=branch in space.first_compiled,
+                releases=dict(space.releases.get(branch, {})),
+            )
+
+    def commit_binding(
+        self,
+        namespace: str,
+        branch: str,
+        *,
+        first_compiled: bool,
+        releases: Sequence[tuple[MessageId, int]],
+        reported: Sequence[MessageId],
+    ) -> None:
+        with self._lock:
+            space = self._space(namespace)
+            if first_compiled:
+                space.first_compiled.add(branch)
+            table = space.releases.setdefault(branch, {})
+            for mid, from_block in releases:
+                prior = table.get(mid)
+                low = from_block if prior is None else min(prior.from_block, from_block)
+                table[mid] = Release(mid, low, True)
+            for mid in reported:
+                if mid in table:
+                    table[mid] = attrs.evolve(table[mid], reported=True)
+
+    def add_release(
+        self, namespace: str, branch: str, message_id: MessageId, from_block: int
+    ) -> None:
+        with self._lock:
+            table = self._space(namespace).releases.setdefault(branch, {})
+            prior = table.get(message_id)
+            if prior is not None and prior.from_block <= from_block:
+                return
+            table[message_id] = Release(message_id, from_block, False)
+
+    def close(self) -> None:
+        """Nothing to release; present for the ``Store`` contract."""

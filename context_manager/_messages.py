@@ -1,0 +1,101 @@
+"""Stored messages and their metadata: immutable records handed out by every store.
+
+A ``StoredMessage`` is a snapshot; stores never mutate one they returned. ``sequence`` is
+monotonic per store and orders messages on any branch; ``branch`` is the key of the branch the
+message was written on (a fork sees it through its lineage).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Literal, TypeAlias
+
+import attrs
+
+from ._content import Block
+
+MessageId: TypeAlias = str
+"""Unique in a store."""
+
+Role: TypeAlias = Literal["user", "assistant", "system"]
+ROLES: tuple[Role, ...] = ("user", "assistant", "system")
+
+REASONING_LOSS_KIND = "reasoning-loss"
+"""``metadata.kind`` of every ``[reasoning]`` notice."""
+
+
+def _dict(value: dict[str, Any] | None) -> dict[str, Any]:
+    return dict(value or {})
+
+
+@attrs.frozen
+class MessageMeta:
+    """What a message is beside its content: notices carry ``system_notice``, ``kind``, ``target``."""
+
+    system_notice: bool = False
+    kind: str | None = None
+    target: str | None = None
+    extra: dict[str, Any] = attrs.field(factory=dict, converter=_dict)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"system_notice": self.system_notice}
+        if self.kind is not None:
+            out["kind"] = self.kind
+        if self.target is not None:
+            out["target"] = self.target
+        if self.extra:
+            out["extra"] = self.extra
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> MessageMeta:
+        return cls(
+            system_notice=bool(data.get("system_notice", False)),
+            kind=data.get("kind"),
+            target=data.get("target"),
+            extra=data.get("extra") or {},
+        )
+
+
+def coerce_meta(metadata: MessageMeta | dict[str, Any] | None) -> MessageMeta:
+    """Accept a ``MessageMeta``, a plain dict of its fields, or ``None``."""
+    if metadata is None:
+        return MessageMeta()
+    if isinstance(metadata, MessageMeta):
+        return metadata
+    if isinstance(metadata, dict):
+        known = {"system_notice", "kind", "target", "extra"}
+        unknown = set(metadata) - known
+        extra = dict(metadata.get("extra") or {})
+        extra.update({k: metadata[k] for k in unknown})
+        return MessageMeta(
+            system_notice=bool(metadata.get("system_notice", False)),
+            kind=metadata.get("kind"),
+            target=metadata.get("target"),
+            extra=extra,
+        )
+    raise TypeError(f"metadata must be a MessageMeta or a dict, got {metadata!r}")
+
+
+@attrs.frozen
+class StoredMessage:
+    """One message as stored."""
+
+    id: MessageId
+    sequence: int
+    branch: str
+    role: Role
+    content: tuple[Block, ...]
+    metadata: MessageMeta
+    created_at: dt.datetime
+
+
+def check_role(role: object) -> Role:
+    """Return ``role`` if it is one the store accepts.
+
+    Raises:
+        ValueError: naming the unknown role.
+    """
+    if role not in ROLES:
+        raise ValueError(f"unknown role {role!r}; expected one of {', '.join(ROLES)}")
+    return role  # type: ignore[return-value]

@@ -1,0 +1,86 @@
+"""What a compile returns: the request, where each message came from, and what it stripped.
+
+All records here are frozen. ``Provenance`` maps compiled message ``i`` to its stored sources
+and, per source, compiled content index ``j`` to the stored block index; drop placement
+(``_drops``) reads it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import attrs
+
+from ._messages import MessageId
+
+StripCause = Literal["head", "first", "messages"]
+ProvenanceKind = Literal["message", "summary", "notice", "synthetic"]
+
+
+@attrs.frozen
+class ThinkingStrip:
+    """What one committing (or dry) compile newly leaves out.
+
+    Attributes:
+        cause: ``"head"``, ``"first"`` or ``"messages"``, read at the first stripped block.
+        changed: for ``"head"``, the differing components in the order system, tools, model,
+            settings; empty otherwise.
+        replies: stored reply ids, oldest first.
+        blocks: how many thinking blocks.
+        branch: the branch key.
+        compile_id: the compile that reported it.
+    """
+
+    cause: StripCause
+    changed: tuple[str, ...]
+    replies: tuple[MessageId, ...]
+    blocks: int
+    branch: str
+    compile_id: str
+
+
+@attrs.frozen
+class Source:
+    """One stored message behind a compiled message.
+
+    ``blocks`` maps compiled content index ``j`` to the stored block index; ``signatures`` maps
+    the ``j`` of each thinking block to its signature digest (``signature_digest``).
+    """
+
+    message_id: MessageId
+    blocks: dict[int, int]
+    signatures: dict[int, str] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class ProvenanceEntry:
+    """Where compiled message ``i`` came from."""
+
+    kind: ProvenanceKind
+    sources: tuple[Source, ...] = ()
+
+    @property
+    def single_source(self) -> Source | None:
+        """The one stored message behind it, or ``None`` (a merge, a summary, a synthetic)."""
+        return self.sources[0] if self.kind == "message" and len(self.sources) == 1 else None
+
+
+@attrs.frozen
+class CompileResult:
+    """One compile's output.
+
+    ``request`` is accepted as is by ``client.beta.messages.create(**request)``.
+    """
+
+    request: dict[str, Any]
+    provenance: tuple[ProvenanceEntry, ...]
+    thinking_strip: ThinkingStrip | None
+    compile_id: str
+    dry: bool
+    tokens: int
+    branch: str
+    namespace: str
+    head_digests: dict[str, str] = attrs.field(repr=False)
+    end_chain: bytes = attrs.field(repr=False)
+    manager_token: str = attrs.field(repr=False)
+    last_sequence: int = 0

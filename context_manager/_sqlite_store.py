@@ -1,0 +1,471 @@
+"""``SQLiteStore``: the embedded, durable default store.
+
+WAL journal with ``synchronous=FULL``: a write that returned survives a crash. Each public write
+is one ``BEGIN IMMEDIATE`` transaction, so a message, its stamp and its signature index are there
+together or not at all. The schema carries a version; migrations run forward only, and a file
+written by a newer version is refused before anything is written. One connection per store,
+serialised by a lock, so many agents (tasks or threads) can share one store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from ._content import Block, blocks_from_wire, blocks_to_wire
+from ._errors import BranchExists, BranchNotFound, MessageNotFound, NotADatabase, SchemaTooNew
+from ._messages import MessageId, MessageMeta, Role, StoredMessage
+from ._store import BindingRecordData, BranchRecord, BranchRef, Lineage, Release
+from ._store_read import select_window
+
+APPLICATION_ID = 0x434D4752
+"""``PRAGMA application_id`` marking a file as ours ("CMGR")."""
+
+MIGRATIONS: tuple[str, ...] = (
+    # 1: the initial schema.
+    """
+    CREATE TABLE counter (value INTEGER NOT NULL);
+    INSERT INTO counter (value) VALUES (0);
+    CREATE TABLE namespaces (name TEXT PRIMARY KEY, current_branch TEXT);
+    CREATE TABLE branches (
+        id TEXT PRIMARY KEY, ns TEXT NOT NULL, name TEXT NOT NULL, created INTEGER NOT NULL,
+        parent TEXT, fork_sequence INTEGER, deleted INTEGER NOT NULL DEFAULT 0);
+    CREATE INDEX branches_by_ns ON branches (ns, deleted, name);
+    CREATE TABLE messages (
+        seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, ns TEXT NOT NULL,
+        branch TEXT NOT NULL, role TEXT NOT NULL, content TEXT NOT NULL, meta TEXT NOT NULL,
+        kind TEXT, created_at TEXT NOT NULL, stamp TEXT);
+    CREATE INDEX messages_by_branch ON messages (ns, branch, seq);
+    CREATE TABLE revisions (
+        ns TEXT NOT NULL, message_id TEXT NOT NULL, content TEXT NOT NULL,
+        replaced_at TEXT NOT NULL);
+    CREATE TABLE changes (serial INTEGER PRIMARY KEY AUTOINCREMENT, ns TEXT NOT NULL,
+        seq INTEGER NOT NULL);
+    CREATE INDEX changes_by_ns ON changes (ns, serial);
+    CREATE TABLE signatures (ns TEXT NOT NULL, sig TEXT NOT NULL, message_id TEXT NOT NULL);
+    CREATE INDEX signatures_by_sig ON signatures (ns, sig);
+    CREATE TABLE branch_state (ns TEXT NOT NULL, branch TEXT NOT NULL,
+        first_compiled INTEGER NOT NULL, PRIMARY KEY (ns, branch));
+    CREATE TABLE releases (ns TEXT NOT NULL, branch TEXT NOT NULL, message_id TEXT NOT NULL,
+        from_block INTEGER NOT NULL, reported INTEGER NOT NULL,
+        PRIMARY KEY (ns, branch, message_id));
+    """,
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+class SQLiteStore:
+    """A durable ``Store`` in one SQLite file (``":memory:"`` works too, for experiments)."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+        self._lock = threading.RLock()
+        try:
+            self._db = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=30.0
+            )
+        except sqlite3.Error as err:
+            raise NotADatabase(self.path, str(err)) from err
+        try:
+            self._open()
+        except BaseException:
+            self._db.close()
+            raise
+
+    def _open(self) -> None:
+        try:
+            app_id = self._db.execute("PRAGMA application_id").fetchone()[0]
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            tables = self._db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        except sqlite3.DatabaseError as err:
+            raise NotADatabase(self.path, str(err)) from err
+        if app_id != APPLICATION_ID and (tables or version):
+            raise NotADatabase(self.path, "it holds tables this library did not write")
+        if version > SCHEMA_VERSION:
+            raise SchemaTooNew(self.path, version, SCHEMA_VERSION)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.execute("PRAGMA foreign_keys=ON")
+        for number in range(version, SCHEMA_VERSION):
+            with self._transaction() as db:
+                for statement in _statements(MIGRATIONS[number]):
+                    db.execute(statement)
+                db.execute(f"PRAGMA user_version = {number + 1}")
+                db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        with self._lock:
+            return self._db.execute(sql, params).fetchall()
+
+    def _next(self, db: sqlite3.Connection) -> int:
+        return int(db.execute("UPDATE counter SET value = value + 1 RETURNING value").fetchone()[0])
+
+    # namespaces
+    def namespaces(self) -> list[str]:
+        rows = self._query("SELECT DISTINCT ns FROM branches ORDER BY ns")
+        return [r[0] for r in rows]
+
+    def drop_namespace(self, namespace: str) -> None:
+        with self._transaction() as db:
+            for table in ("namespaces",):
+                db.execute(f"DELETE FROM {table} WHERE name = ?", (namespace,))
+            for table in (
+                "branches",
+                "messages",
+                "revisions",
+                "changes",
+                "signatures",
+                "branch_state",
+                "releases",
+            ):
+                db.execute(f"DELETE FROM {table} WHERE ns = ?", (namespace,))
+
+    # branches
+    def create_branch(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        parent: str | None = None,
+        fork_sequence: int | None = None,
+    ) -> BranchRecord:
+        with self._transaction() as db:
+            taken = db.execute(
+                "SELECT 1 FROM branches WHERE ns = ? AND name = ? AND deleted = 0",
+                (namespace, name),
+            ).fetchone()
+            if taken:
+                raise BranchExists(name)
+            created = self._next(db)
+            ref = BranchRef(id=f"b{created}", name=name, created=created)
+            record = BranchRecord(ref=ref, parent=parent, fork_sequence=fork_sequence)
+            db.execute(
+                "INSERT INTO branches (id, ns, name, created, parent, fork_sequence) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (ref.id, namespace, name, created, parent, fork_sequence),
+            )
+            if parent is not None:
+                db.execute(
+                    "INSERT INTO releases (ns, branch, message_id, from_block, reported) "
+                    "SELECT ns, ?, message_id, from_block, reported FROM releases "
+                    "WHERE ns = ? AND branch = ?",
+                    (record.key, namespace, parent),
+                )
+            return record
+
+    def delete_branch(self, namespace: str, name: str) -> BranchRecord:
+        with self._transaction() as db:
+            row = db.execute(
+                "SELECT id, name, created, parent, fork_sequence FROM branches "
+                "WHERE ns = ? AND name = ? AND deleted = 0",
+                (namespace, name),
+            ).fetchone()
+            if row is None:
+                raise BranchNotFound(name, [b.ref.name for b in self.branches(namespace)])
+            db.execute("UPDATE branches SET deleted = 1 WHERE id = ?", (row[0],))
+            return _branch(row, deleted=True)
+
+    def branches(self, namespace: str) -> list[BranchRecord]:
+        rows = self._query(
+            "SELECT id, name, created, parent, fork_sequence FROM branches "
+            "WHERE ns = ? AND deleted = 0 ORDER BY created",
+            (namespace,),
+        )
+        return [_branch(r) for r in rows]
+
+    def branch_by_key(self, namespace: str, key: str) -> BranchRecord:
+        branch_id, _, created = key.partition("@")
+        rows = self._query(
+            "SELECT id, name, created, parent, fork_sequence, deleted FROM branches "
+            "WHERE ns = ? AND id = ?",
+            (namespace, branch_id),
+        )
+        if not rows or str(rows[0][2]) != created:
+            raise BranchNotFound(key, [b.ref.name for b in self.branches(namespace)])
+        return _branch(rows[0][:5], deleted=bool(rows[0][5]))
+
+    def current_branch_name(self, namespace: str) -> str | None:
+        rows = self._query("SELECT current_branch FROM namespaces WHERE name = ?", (namespace,))
+        return rows[0][0] if rows else None
+
+    def set_current_branch(self, namespace: str, name: str) -> None:
+        with self._transaction() as db:
+            db.execute(
+                "INSERT INTO namespaces (name, current_branch) VALUES (?, ?) "
+                "ON CONFLICT (name) DO UPDATE SET current_branch = excluded.current_branch",
+                (namespace, name),
+            )
+
+    # messages
+    def append(
+        self,
+        namespace: str,
+        branch: str,
+        role: Role,
+        content: Sequence[Block],
+        metadata: MessageMeta,
+        *,
+        stamp: dict[str, Any] | None = None,
+        signatures: Sequence[str] = (),
+    ) -> StoredMessage:
+        wire = json.dumps(blocks_to_wire(content), ensure_ascii=False)
+        meta = json.dumps(metadata.to_json(), ensure_ascii=False)
+        stamp_json = None if stamp is None else json.dumps(stamp)
+        created_at = dt.datetime.now(dt.UTC)
+        with self._transaction() as db:
+            exists = db.execute(
+                "SELECT 1 FROM branches WHERE ns = ? AND id = ?",
+                (namespace, branch.partition("@")[0]),
+            ).fetchone()
+            if not exists:
+                raise BranchNotFound(branch, [b.ref.name for b in self.branches(namespace)])
+            sequence = self._next(db)
+            message_id = f"msg_{sequence}"
+            db.execute(
+                "INSERT INTO messages (seq, id, ns, branch, role, content, meta, kind, "
+                "created_at, stamp) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    sequence,
+                    message_id,
+                    namespace,
+                    branch,
+                    role,
+                    wire,
+                    meta,
+                    metadata.kind,
+                    created_at.isoformat(),
+                    stamp_json,
+                ),
+            )
+            db.executemany(
+                "INSERT INTO signatures (ns, sig, message_id) VALUES (?, ?, ?)",
+                [(namespace, sig, message_id) for sig in signatures],
+            )
+        return StoredMessage(
+            id=message_id,
+            sequence=sequence,
+            branch=branch,
+            role=role,
+            content=tuple(content),
+            metadata=metadata,
+            created_at=created_at,
+        )
+
+    def get(self, namespace: str, message_id: MessageId) -> StoredMessage:
+        rows = self._query(
+            f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE ns = ? AND id = ?",
+            (namespace, message_id),
+        )
+        if not rows:
+            raise MessageNotFound(message_id, namespace)
+        return _message(rows[0])
+
+    def read(
+        self,
+        namespace: str,
+        lineage: Lineage,
+        *,
+        after: int | None = None,
+        upto: int | None = None,
+        kind: str | None = None,
+        limit: int | None = None,
+        newest_first: bool = False,
+    ) -> list[StoredMessage]:
+        order = "DESC" if newest_first else "ASC"
+        segments = []
+        for key, top in lineage:
+            bounds = [x for x in (top, upto) if x is not None]
+            sql = f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE ns = ? AND branch = ?"
+            params: list[Any] = [namespace, key]
+            if after is not None:
+                sql += " AND seq > ?"
+                params.append(after)
+            if bounds:
+                sql += " AND seq <= ?"
+                params.append(min(bounds))
+            if kind is not None:
+                sql += " AND kind = ?"
+                params.append(kind)
+            sql += f" ORDER BY seq {order}"
+            if limit is not None:
+                sql += " LIMIT ?"
+                params.append(limit)
+            segments.append([_message(r) for r in self._query(sql, params)])
+        return select_window(segments, kind=kind, limit=limit, newest_first=newest_first)
+
+    def last_sequence(self, namespace: str, lineage: Lineage) -> int:
+        newest = 0
+        for key, top in lineage:
+            sql = "SELECT max(seq) FROM messages WHERE ns = ? AND branch = ?"
+            params: list[Any] = [namespace, key]
+            if top is not None:
+                sql += " AND seq <= ?"
+                params.append(top)
+            value = self._query(sql, params)[0][0]
+            newest = max(newest, value or 0)
+        return newest
+
+    def edit(
+        self, namespace: str, message_id: MessageId, content: Sequence[Block]
+    ) -> StoredMessage:
+        old = self.get(namespace, message_id)
+        wire = json.dumps(blocks_to_wire(content), ensure_ascii=False)
+        with self._transaction() as db:
+            db.execute(
+                "INSERT INTO revisions (ns, message_id, content, replaced_at) "
+                "SELECT ns, id, content, ? FROM messages WHERE ns = ? AND id = ?",
+                (dt.datetime.now(dt.UTC).isoformat(), namespace, message_id),
+            )
+            db.execute(
+                "UPDATE messages SET content = ? WHERE ns = ? AND id = ?",
+                (wire, namespace, message_id),
+            )
+            db.execute("INSERT INTO changes (ns, seq) VALUES (?, ?)", (namespace, old.sequence))
+        return self.get(namespace, message_id)
+
+    def change_serial(self, namespace: str) -> int:
+        rows = self._query("SELECT max(serial) FROM changes WHERE ns = ?", (namespace,))
+        return int(rows[0][0] or 0)
+
+    def changed_since(self, namespace: str, serial: int) -> int | None:
+        rows = self._query(
+            "SELECT min(seq) FROM changes WHERE ns = ? AND serial > ?", (namespace, serial)
+        )
+        return None if rows[0][0] is None else int(rows[0][0])
+
+    def stamps(
+        self, namespace: str, message_ids: Sequence[MessageId]
+    ) -> dict[MessageId, dict[str, Any]]:
+        out: dict[MessageId, dict[str, Any]] = {}
+        ids = list(message_ids)
+        for start in range(0, len(ids), _SQL_VARIABLES_PER_QUERY):
+            chunk = ids[start : start + _SQL_VARIABLES_PER_QUERY]
+            marks = ",".join("?" * len(chunk))
+            rows = self._query(
+                f"SELECT id, stamp FROM messages WHERE ns = ? AND id IN ({marks}) "
+                "AND stamp IS NOT NULL",
+                [namespace, *chunk],
+            )
+            for mid, stamp in rows:
+                try:
+                    value = json.loads(stamp)
+                except ValueError:
+                    continue  # a corrupt stamp reads as no stamp: the block is never sent
+                if isinstance(value, dict):
+                    out[mid] = value
+        return out
+
+    def find_signature(self, namespace: str, signature_digest: str) -> list[MessageId]:
+        rows = self._query(
+            "SELECT message_id FROM signatures WHERE ns = ? AND sig = ? ORDER BY rowid",
+            (namespace, signature_digest),
+        )
+        return [r[0] for r in rows]
+
+    # binding record
+    def binding_record(self, namespace: str, branch: str) -> BindingRecordData:
+        state = self._query(
+            "SELECT first_compiled FROM branch_state WHERE ns = ? AND branch = ?",
+            (namespace, branch),
+        )
+        rows = self._query(
+            "SELECT message_id, from_block, reported FROM releases WHERE ns = ? AND branch = ?",
+            (namespace, branch),
+        )
+        return BindingRecordData(
+            first_compiled=bool(state and state[0][0]),
+            releases={r[0]: Release(r[0], int(r[1]), bool(r[2])) for r in rows},
+        )
+
+    def commit_binding(
+        self,
+        namespace: str,
+        branch: str,
+        *,
+        first_compiled: bool,
+        releases: Sequence[tuple[MessageId, int]],
+        reported: Sequence[MessageId],
+    ) -> None:
+        with self._transaction() as db:
+            if first_compiled:
+                db.execute(
+                    "INSERT OR REPLACE INTO branch_state (ns, branch, first_compiled) "
+                    "VALUES (?, ?, 1)",
+                    (namespace, branch),
+                )
+            db.executemany(
+                "INSERT INTO releases (ns, branch, message_id, from_block, reported) "
+                "VALUES (?, ?, ?, ?, 1) ON CONFLICT (ns, branch, message_id) DO UPDATE SET "
+                "from_block = min(from_block, excluded.from_block), reported = 1",
+                [(namespace, branch, mid, block) for mid, block in releases],
+            )
+            db.executemany(
+                "UPDATE releases SET reported = 1 WHERE ns = ? AND branch = ? AND message_id = ?",
+                [(namespace, branch, mid) for mid in reported],
+            )
+
+    def add_release(
+        self, namespace: str, branch: str, message_id: MessageId, from_block: int
+    ) -> None:
+        with self._transaction() as db:
+            db.execute(
+                "INSERT INTO releases (ns, branch, message_id, from_block, reported) "
+                "VALUES (?, ?, ?, ?, 0) ON CONFLICT (ns, branch, message_id) DO UPDATE SET "
+                "from_block = excluded.from_block, reported = 0 "
+                "WHERE excluded.from_block < releases.from_block",
+                (namespace, branch, message_id, from_block),
+            )
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+_SQL_VARIABLES_PER_QUERY = 500
+"""Well under SQLite's host-parameter limit (999 on old builds)."""
+
+_MESSAGE_COLUMNS = "id, seq, branch, role, content, meta, created_at"
+
+
+def _statements(script: str) -> list[str]:
+    return [s.strip() for s in script.split(";") if s.strip()]
+
+
+def _branch(row: Sequence[Any], *, deleted: bool = False) -> BranchRecord:
+    branch_id, name, created, parent, fork_sequence = row
+    return BranchRecord(
+        ref=BranchRef(id=branch_id, name=name, created=int(created)),
+        parent=parent,
+        fork_sequence=fork_sequence,
+        deleted=deleted,
+    )
+
+
+def _message(row: Sequence[Any]) -> StoredMessage:
+    message_id, sequence, branch, role, content, meta, created_at = row
+    return StoredMessage(
+        id=message_id,
+        sequence=int(sequence),
+        branch=branch,
+        role=role,
+        content=blocks_from_wire(json.loads(content)),
+        metadata=MessageMeta.from_json(json.loads(meta)),
+        created_at=dt.datetime.fromisoformat(created_at),
+    )

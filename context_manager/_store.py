@@ -1,0 +1,155 @@
+"""The storage contract shared by ``MemoryStore`` and ``SQLiteStore``.
+
+Every method is scoped by ``namespace`` (one agent each); nothing crosses namespaces. A store
+never loses what it stored: deleting a branch hides it, editing keeps the earlier revision.
+``append`` writes a message with its stamp and signature index in one transaction; binding-record
+writes (``commit_binding``) are one transaction too. Reads are served from indexes by branch and
+sequence, never by scanning a whole history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, TypeAlias, runtime_checkable
+
+import attrs
+
+from ._content import Block
+from ._messages import MessageId, MessageMeta, Role, StoredMessage
+
+
+@attrs.frozen
+class BranchRef:
+    """A branch: ``id`` is unique in the store, ``created`` orders creations."""
+
+    id: str
+    name: str
+    created: int
+
+
+def branch_key(ref: BranchRef) -> str:
+    """The key that tells branches apart, even one deleted and re-created under the same name."""
+    return f"{ref.id}@{ref.created}"
+
+
+@attrs.frozen
+class BranchRecord:
+    """A branch with its lineage: it sees ``parent`` up to ``fork_sequence`` (inclusive)."""
+
+    ref: BranchRef
+    parent: str | None
+    fork_sequence: int | None
+    deleted: bool = False
+
+    @property
+    def key(self) -> str:
+        return branch_key(self.ref)
+
+
+Lineage: TypeAlias = tuple[tuple[str, int | None], ...]
+"""``(branch key, highest visible sequence or None for all)``, the branch itself first."""
+
+
+@attrs.frozen
+class Release:
+    """A reply's thinking released on a branch from ``from_block`` on; ``reported`` once stripped."""
+
+    message_id: MessageId
+    from_block: int
+    reported: bool
+
+
+@attrs.frozen
+class BindingRecordData:
+    """A branch's binding record as stored."""
+
+    first_compiled: bool
+    releases: dict[MessageId, Release]
+
+
+@runtime_checkable
+class Store(Protocol):
+    """What the context manager needs from storage. See the module docstring for invariants."""
+
+    def namespaces(self) -> list[str]: ...
+
+    def drop_namespace(self, namespace: str) -> None: ...
+
+    def create_branch(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        parent: str | None = None,
+        fork_sequence: int | None = None,
+    ) -> BranchRecord: ...
+
+    def delete_branch(self, namespace: str, name: str) -> BranchRecord: ...
+
+    def branches(self, namespace: str) -> list[BranchRecord]: ...
+
+    def branch_by_key(self, namespace: str, key: str) -> BranchRecord: ...
+
+    def current_branch_name(self, namespace: str) -> str | None: ...
+
+    def set_current_branch(self, namespace: str, name: str) -> None: ...
+
+    def append(
+        self,
+        namespace: str,
+        branch: str,
+        role: Role,
+        content: Sequence[Block],
+        metadata: MessageMeta,
+        *,
+        stamp: dict[str, Any] | None = None,
+        signatures: Sequence[str] = (),
+    ) -> StoredMessage: ...
+
+    def get(self, namespace: str, message_id: MessageId) -> StoredMessage: ...
+
+    def read(
+        self,
+        namespace: str,
+        lineage: Lineage,
+        *,
+        after: int | None = None,
+        upto: int | None = None,
+        kind: str | None = None,
+        limit: int | None = None,
+        newest_first: bool = False,
+    ) -> list[StoredMessage]: ...
+
+    def last_sequence(self, namespace: str, lineage: Lineage) -> int: ...
+
+    def edit(
+        self, namespace: str, message_id: MessageId, content: Sequence[Block]
+    ) -> StoredMessage: ...
+
+    def change_serial(self, namespace: str) -> int: ...
+
+    def changed_since(self, namespace: str, serial: int) -> int | None: ...
+
+    def stamps(
+        self, namespace: str, message_ids: Sequence[MessageId]
+    ) -> dict[MessageId, dict[str, Any]]: ...
+
+    def find_signature(self, namespace: str, signature_digest: str) -> list[MessageId]: ...
+
+    def binding_record(self, namespace: str, branch: str) -> BindingRecordData: ...
+
+    def commit_binding(
+        self,
+        namespace: str,
+        branch: str,
+        *,
+        first_compiled: bool,
+        releases: Sequence[tuple[MessageId, int]],
+        reported: Sequence[MessageId],
+    ) -> None: ...
+
+    def add_release(
+        self, namespace: str, branch: str, message_id: MessageId, from_block: int
+    ) -> None: ...
+
+    def close(self) -> None: ...

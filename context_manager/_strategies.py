@@ -1,0 +1,75 @@
+"""Selection strategies: which stored messages a compile renders. Frozen configuration only.
+
+``Passthrough`` renders everything; ``Window`` a tail whose start moves in coarse jumps (so the
+prefix stays byte-stable between jumps); ``Fold`` replaces older ranges by a stored summary.
+The compiler (``_compile``) applies them; these classes hold no state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeAlias
+
+import attrs
+
+from ._messages import StoredMessage
+
+CHARS_PER_TOKEN = 4
+"""The default estimator's ratio: about four characters of JSON per token."""
+
+MESSAGE_OVERHEAD_TOKENS = 4
+"""Role and framing per message."""
+
+
+def estimate_tokens(wire_message: Any) -> int:
+    """A fast character-based token estimate of one wire message dict."""
+    return _chars(wire_message) // CHARS_PER_TOKEN + MESSAGE_OVERHEAD_TOKENS
+
+
+def _chars(value: Any) -> int:
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, dict):
+        return sum(_chars(v) + len(k) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return sum(_chars(v) for v in value)
+    return len(str(value))
+
+
+Summarizer: TypeAlias = Callable[[Sequence[StoredMessage]], "str | Awaitable[str]"]
+"""Turns the messages a fold covers into summary text; sync or async."""
+
+
+@attrs.frozen
+class Passthrough:
+    """Render every stored message on the branch."""
+
+
+@attrs.frozen
+class Window:
+    """Render a tail of at most ``max_tokens``.
+
+    The start stays put until the tail outgrows ``max_tokens``; it then jumps forward so the tail
+    is about ``reanchor * max_tokens``, at a clean user message (never inside a tool round).
+    """
+
+    max_tokens: int = attrs.field(validator=attrs.validators.gt(0))
+    reanchor: float = attrs.field(default=0.5, validator=[attrs.validators.gt(0.0),
+                                                          attrs.validators.le(1.0)])
+
+
+@attrs.frozen
+class Fold:
+    """Replace older messages by a summary once the rendered tail exceeds ``trigger_tokens``.
+
+    The kept tail is at most ``keep_tokens`` and never starts inside a tool round. When any kept
+    message still carries thinking, the simple shape is used: one user message with the summary
+    and the in-flight round's results as text, nothing older replayed.
+    """
+
+    summarizer: Summarizer
+    trigger_tokens: int = attrs.field(validator=attrs.validators.gt(0))
+    keep_tokens: int = attrs.field(default=0, validator=attrs.validators.ge(0))
+
+
+Strategy: TypeAlias = Passthrough | Window | Fold
