@@ -1,16 +1,698 @@
-"""Placeholder: the compiler lands in the next commit."""
+"""The compiler: builds each request, judges thinking against stamps, commits strips.
+
+State per branch: a ``RenderState`` cache (valid while the head's bound digests, the binding
+configuration, the strategy, the budget and the store's edit serial stay the same) and the
+in-memory copy of the branch's binding record. A steady compile reads only the messages stored
+since the last one and renders only those: O(new), not O(history). A committing compile writes the
+binding record (releases, first-compile flag, window anchor) in one transaction, then tells the
+observers; a dry compile writes nothing and tells no one.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+import inspect
+import uuid
+from collections.abc import Generator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import structlog
+
+from ._canonical import signature_digest
+from ._chain import CHAIN_SEED, chain_of_messages, feed_block, feed_boundary, seal, wire_content
+from ._content import TextBlock, ToolResultBlock, ToolUseBlock, block_to_wire, is_thinking
+from ._content import signature_of, to_blocks
+from ._errors import OverBudget
+from ._head import Head
+from ._messages import MessageId, MessageMeta, StoredMessage
+from ._render import (
+    RenderContext,
+    RenderState,
+    StripEntry,
+    close_tool_round,
+    render_message,
+    render_text_prefix,
+)
+from ._results import CompileResult, ThinkingStrip
+from ._selection import fold_cut, jump_anchor, required_tokens
+from ._store import Lineage, Release
+from ._strategies import Fold, Window
+
+if TYPE_CHECKING:
+    from ._manager import ContextManager
+
+log = structlog.get_logger("context_manager.compile")
+
+DEFAULT_MAX_TOKENS = 4096
+"""``max_tokens`` when the head's settings give none (the API requires the field)."""
+
+BINDING_BETA = "thinking-binding-controls-2026-08-01"
+"""Needed for ``thinking.block_binding`` and for ``input_transformations`` in responses."""
+
+SUMMARY_KIND = "summary"
+"""``metadata.kind`` of a stored fold summary."""
+
+SUMMARY_HEADING = "[summary of earlier conversation]"
+"""Opens a summary's text so the model can tell it from the user's own words."""
+
+BUDGET_REANCHOR = 0.5
+"""How far a budget-driven window jumps: to half the budget, like ``Window``'s default."""
+
+READ_CHUNK = 512
+"""Messages read per step when finding a window's start from the newest backwards."""
+
+STAMP_CACHE_LIMIT = 100_000
+"""Stamps kept in memory per manager before the cache is emptied (they are re-read on demand)."""
+
+
+@attrs.define
+class BindingRecord:
+    """A branch's binding record in memory (mirrors the store; see ``_store.BindingRecordData``)."""
+
+    first_compiled: bool
+    releases: dict[MessageId, Release]
+    anchor: int | None
+
+    def _check(self) -> None:
+        for message_id, release in self.releases.items():
+            assert release.message_id == message_id
+            assert release.from_block >= 0
+
+
+@attrs.frozen
+class FoldRequest:
+    """A fold the compiler needs a summary for: ``covered`` goes to the summarizer."""
+
+    covered: tuple[StoredMessage, ...]
+    covers_upto: int
+    inflight_text: str | None
+
+
+@attrs.frozen
+class _CacheKey:
+    bound: tuple[str, ...]
+    binds: bool
+    system_notices: str
+    strategy: Any
+    budget: int | None
 
 
 class Compiler:
-    def __init__(self, manager: Any) -> None:
-        self.manager = manager
+    """Compiles requests and records replies for one ``ContextManager``."""
 
+    def __init__(self, manager: ContextManager) -> None:
+        self.manager = manager
+        self._states: dict[str, tuple[_CacheKey, RenderState]] = {}
+        self._records: dict[str, BindingRecord] = {}
+        self._stamps: dict[MessageId, dict[str, Any]] = {}
+
+    # cache control
     def forget(self, key: str) -> None:
-        pass
+        """Drop everything held for branch ``key`` (it was deleted)."""
+        self._states.pop(key, None)
+        self._records.pop(key, None)
 
     def invalidate(self, key: str) -> None:
-        pass
+        """Re-read branch ``key``'s binding record and re-render it at the next compile."""
+        self.forget(key)
+
+    def record_for(self, key: str) -> BindingRecord:
+        record = self._records.get(key)
+        if record is None:
+            data = self.manager.store.binding_record(self.manager.namespace, key)
+            record = BindingRecord(data.first_compiled, dict(data.releases), data.anchor)
+            self._records[key] = record
+        return record
+
+    # compile drivers
+    def compile(self, head: Head, *, budget: int | None, dry_run: bool) -> CompileResult:
+        """Build the next request for the current branch. See ``ContextManager.compile``."""
+        steps = self._run(head, budget, dry_run)
+        try:
+            request = next(steps)
+            while True:
+                request = steps.send(self._summarize(request, allow_async=False))
+        except StopIteration as done:
+            result: CompileResult = done.value
+            return result
+
+    async def compile_async(
+        self, head: Head, *, budget: int | None, dry_run: bool
+    ) -> CompileResult:
+        """``compile`` that awaits an async summarizer."""
+        steps = self._run(head, budget, dry_run)
+        try:
+            request = next(steps)
+            while True:
+                text = self._summarize(request, allow_async=True)
+                if inspect.isawaitable(text):
+                    text = await text
+                request = steps.send(_summary_text(text))
+        except StopIteration as done:
+            result: CompileResult = done.value
+            return result
+
+    def _summarize(self, request: FoldRequest, *, allow_async: bool) -> Any:
+        strategy = self.manager.strategy
+        assert isinstance(strategy, Fold)
+        text = strategy.summarizer(request.covered)
+        if inspect.isawaitable(text):
+            if allow_async:
+                return text
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:
+                return _summary_text(asyncio.run(_await(text)))
+            close = getattr(text, "close", None)
+            if callable(close):
+                close()
+            raise TypeError(
+                "the Fold summarizer is async and an event loop is running: "
+                "use `await cm.compile_async(head)`"
+            )
+        return _summary_text(text)
+
+    # the compile itself
+    def _run(
+        self, head: Head, budget: int | None, dry_run: bool
+    ) -> Generator[FoldRequest, str, CompileResult]:
+        if not isinstance(head, Head):
+            raise TypeError(f"compile needs a Head, got {head!r}")
+        if budget is not None and budget <= 0:
+            raise ValueError(f"budget must be a positive token count, got {budget!r}")
+        m = self.manager
+        key = m.current_branch_key()
+        lineage = m.lineage()
+        record = self.record_for(key)
+        ctx = self._context(head, record)
+        cache_key = _CacheKey(
+            tuple(head.digests[c] for c in m.binding.bound_components()),
+            m.binding.binds,
+            m.binding.system_notices,
+            m.strategy,
+            budget,
+        )
+        serial = m.store.change_serial(m.namespace)
+        state = self._extend_cached(key, cache_key, serial, ctx, lineage, dry_run)
+        limit = self._window_limit(budget)
+        if state is None:
+            state = self._full_render(ctx, lineage, record, serial, windowed=limit is not None)
+
+        strategy = m.strategy
+        if isinstance(strategy, Fold) and state.total_tokens > strategy.trigger_tokens:
+            request = self._plan_fold(state, strategy, lineage)
+            text = yield request
+            summary = self._keep_summary(request, text, state, dry_run)
+            state = self._full_render(ctx, lineage, record, serial, summary=summary)
+        if limit is not None:
+            target, cap = limit
+            if budget is not None:
+                needed = required_tokens(state.spans)
+                if needed > budget:
+                    raise OverBudget(budget, needed)
+            if state.total_tokens > cap:
+                anchor = jump_anchor(state.spans, target)
+                if anchor is not None and anchor != state.start:
+                    state = self._full_render(ctx, lineage, record, serial, start=anchor)
+
+        compile_id = f"cmp_{uuid.uuid4().hex[:16]}"
+        request, end_chain = self._request(head, state)
+        strip = _strip(state.unreported, record.first_compiled, key, compile_id)
+        if not dry_run:
+            self._commit(key, record, state, limit is not None)
+            self._states[key] = (cache_key, state)
+        log.debug(
+            "compiled",
+            namespace=m.namespace,
+            branch=key,
+            compile_id=compile_id,
+            dry=dry_run,
+            messages=len(request["messages"]),
+            stripped=0 if strip is None else strip.blocks,
+        )
+        result = CompileResult(
+            request=request,
+            provenance=tuple(state.provenance) + _tail_provenance(request, state),
+            thinking_strip=strip,
+            compile_id=compile_id,
+            dry=dry_run,
+            tokens=state.total_tokens + self._head_tokens(head),
+            branch=key,
+            namespace=m.namespace,
+            head_digests=dict(head.digests),
+            end_chain=end_chain,
+            manager_token=m.token,
+            last_sequence=state.last_sequence,
+        )
+        if strip is not None and not dry_run:
+            log.info(
+                "thinking_stripped",
+                namespace=m.namespace,
+                branch=key,
+                compile_id=compile_id,
+                cause=strip.cause,
+                changed=list(strip.changed),
+                replies=len(strip.replies),
+                blocks=strip.blocks,
+            )
+            m._notify(strip, key)
+        return result
+
+    def _context(self, head: Head, record: BindingRecord) -> RenderContext:
+        m = self.manager
+        return RenderContext(
+            binds=m.binding.binds,
+            system_notices=m.binding.system_notices,
+            digests=head.digests,
+            bound=m.binding.bound_components(),
+            releases=record.releases,
+            stamps=self._stamps,
+            estimator=m.estimator,
+        )
+
+    def _window_limit(self, budget: int | None) -> tuple[int, int] | None:
+        """``(target after a jump, cap that triggers one)`` or ``None`` for no window."""
+        strategy = self.manager.strategy
+        limits: list[tuple[int, int]] = []
+        if isinstance(strategy, Window):
+            limits.append((int(strategy.max_tokens * strategy.reanchor), strategy.max_tokens))
+        if budget is not None:
+            limits.append((int(budget * BUDGET_REANCHOR), budget))
+        return min(limits, key=lambda pair: pair[1]) if limits else None
+
+    def _extend_cached(
+        self,
+        key: str,
+        cache_key: _CacheKey,
+        serial: int,
+        ctx: RenderContext,
+        lineage: Lineage,
+        dry_run: bool,
+    ) -> RenderState | None:
+        cached = self._states.get(key)
+        if cached is None or cached[0] != cache_key or cached[1].change_serial != serial:
+            return None
+        m = self.manager
+        new = m.store.read(m.namespace, lineage, after=cached[1].last_sequence)
+        if any(message.metadata.kind == SUMMARY_KIND for message in new):
+            return None
+        state = cached[1].copy() if dry_run else cached[1]
+        self._prefetch(new)
+        for message in new:
+            render_message(state, ctx, message)
+        return state
+
+    def _prefetch(self, messages: Sequence[StoredMessage]) -> None:
+        wanted = [
+            msg.id
+            for msg in messages
+            if msg.role == "assistant"
+            and msg.id not in self._stamps
+            and any(is_thinking(b) for b in msg.content)
+        ]
+        if not wanted:
+            return
+        if len(self._stamps) > STAMP_CACHE_LIMIT:
+            self._stamps.clear()
+        self._stamps.update(self.manager.store.stamps(self.manager.namespace, wanted))
+
+    def _latest_summary(self, lineage: Lineage) -> StoredMessage | None:
+        m = self.manager
+        found = m.store.read(m.namespace, lineage, kind=SUMMARY_KIND, limit=1, newest_first=True)
+        return found[0] if found else None
+
+    def _full_render(
+        self,
+        ctx: RenderContext,
+        lineage: Lineage,
+        record: BindingRecord,
+        serial: int,
+        *,
+        start: int | None = None,
+        summary: StoredMessage | None = None,
+        windowed: bool = False,
+    ) -> RenderState:
+        m = self.manager
+        if summary is None:
+            summary = self._latest_summary(lineage)
+        base = _covers_upto(summary) + 1 if summary is not None else 0
+        if start is None and windowed:
+            if record.anchor is not None and record.anchor >= base:
+                start = record.anchor
+            else:
+                start = self._cold_anchor(lineage, base)
+        start = max(base, start or 0)
+        messages = m.store.read(m.namespace, lineage, after=start - 1)
+        self._prefetch(messages)
+        state = RenderState(chain=CHAIN_SEED, start=start, change_serial=serial)
+        if summary is not None:
+            state.summary_id = summary.id
+            render_text_prefix(state, ctx, summary, "summary")
+        for message in messages:
+            render_message(state, ctx, message)
+        return state
+
+    def _cold_anchor(self, lineage: Lineage, base: int) -> int:
+        """A window start found from the newest message backwards, reading O(window)."""
+        m = self.manager
+        limit = self._window_limit(None) or (0, 0)
+        cap = max(limit[1], 1)
+        spans: list[tuple[int, int, bool]] = []
+        tail = 0
+        upto: int | None = None
+        while tail <= cap:
+            chunk = m.store.read(
+                m.namespace, lineage, upto=upto, limit=READ_CHUNK, newest_first=True
+            )
+            chunk = [msg for msg in chunk if msg.sequence >= base]
+            if not chunk:
+                break
+            for msg in chunk:
+                tokens = m.estimator({"role": msg.role, "content": _wire(msg)})
+                tail += tokens
+                spans.append((msg.sequence, tokens, _clean(msg)))
+            upto = chunk[-1].sequence - 1
+            if len(chunk) < READ_CHUNK:
+                break
+        from ._render import Span
+
+        ordered = [Span(seq, tokens, clean) for seq, tokens, clean in reversed(spans)]
+        anchor = jump_anchor(ordered, limit[0])
+        return anchor if anchor is not None else base
+
+    def _plan_fold(self, state: RenderState, strategy: Fold, lineage: Lineage) -> FoldRequest:
+        m = self.manager
+        window = [
+            msg
+            for msg in m.store.read(m.namespace, lineage, after=state.start - 1)
+            if msg.metadata.kind != SUMMARY_KIND
+        ]
+        previous = m.store.get(m.namespace, state.summary_id) if state.summary_id else None
+        cut = fold_cut(state.spans, strategy.keep_tokens)
+        kept = [msg for msg in window if cut is not None and msg.sequence >= cut]
+        simple = not kept or any(
+            msg.role == "assistant" and any(is_thinking(b) for b in msg.content) for msg in kept
+        )
+        inflight_text: str | None = None
+        if simple and window:
+            last = window[-1]
+            if last.role == "user" and any(isinstance(b, ToolResultBlock) for b in last.content):
+                inflight_text = _inflight_text(window)
+                covers_upto = last.sequence
+            elif _clean(last):
+                covers_upto = last.sequence - 1
+            else:
+                covers_upto = last.sequence
+        else:
+            assert cut is not None
+            covers_upto = cut - 1
+        covered = tuple(msg for msg in window if msg.sequence <= covers_upto)
+        if previous is not None:
+            covered = (previous, *covered)
+        return FoldRequest(covered=covered, covers_upto=covers_upto, inflight_text=inflight_text)
+
+    def _keep_summary(
+        self, request: FoldRequest, text: str, state: RenderState, dry_run: bool
+    ) -> StoredMessage:
+        m = self.manager
+        content: list[TextBlock] = [TextBlock(f"{SUMMARY_HEADING}\n{text}")]
+        if request.inflight_text:
+            content.append(TextBlock(request.inflight_text))
+        meta = MessageMeta(kind=SUMMARY_KIND, extra={"covers_upto": request.covers_upto})
+        if dry_run:
+            return StoredMessage(
+                id="summary_preview",
+                sequence=state.last_sequence,
+                branch=m.current_branch_key(),
+                role="user",
+                content=tuple(content),
+                metadata=meta,
+                created_at=_now(),
+            )
+        stored = m.store.append(m.namespace, m.current_branch_key(), "user", content, meta)
+        log.info(
+            "folded",
+            namespace=m.namespace,
+            branch=m.current_branch_key(),
+            summary=stored.id,
+            covers_upto=request.covers_upto,
+            covered=len(request.covered),
+        )
+        return stored
+
+    def _request(self, head: Head, state: RenderState) -> tuple[dict[str, Any], bytes]:
+        binding = self.manager.binding
+        request: dict[str, Any] = {k: v for k, v in head.settings.items() if k != "betas"}
+        request["model"] = head.model
+        if head.system:
+            request["system"] = (
+                head.system if isinstance(head.system, str) else [dict(b) for b in head.system]
+            )
+        if head.tools:
+            request["tools"] = [dict(t) for t in head.tools]
+        request.setdefault("max_tokens", DEFAULT_MAX_TOKENS)
+        betas = [str(b) for b in head.settings.get("betas", ())]
+        if binding.binds and head.thinking_enabled:
+            if BINDING_BETA not in betas:
+                betas.append(BINDING_BETA)
+            if binding.drop_block:
+                thinking = dict(head.settings["thinking"])
+                thinking["block_binding"] = {"prefix_mismatch_behavior": "drop_block"}
+                request["thinking"] = thinking
+        if betas:
+            request["betas"] = betas
+        tail = close_tool_round(state)
+        chain = state.chain
+        for message in tail:
+            chain = feed_boundary(chain, message["role"])
+            for block in message["content"]:
+                chain = feed_block(chain, block)
+        request["messages"] = [*state.messages, *tail]
+        return request, chain
+
+    def _head_tokens(self, head: Head) -> int:
+        return int(self.manager.estimator({"system": head.system, "tools": list(head.tools)}))
+
+    def _commit(
+        self, key: str, record: BindingRecord, state: RenderState, windowed: bool
+    ) -> None:
+        m = self.manager
+        releases: dict[MessageId, int] = {}
+        reported: list[MessageId] = []
+        for entry in state.unreported:
+            if entry.reason == "released":
+                reported.append(entry.message_id)
+            else:
+                prior = releases.get(entry.message_id)
+                releases[entry.message_id] = (
+                    entry.block if prior is None else min(prior, entry.block)
+                )
+        anchor = state.start if windowed and state.start != record.anchor else None
+        if record.first_compiled and not releases and not reported and anchor is None:
+            return
+        m.store.commit_binding(
+            m.namespace,
+            key,
+            first_compiled=True,
+            releases=sorted(releases.items()),
+            reported=reported,
+            anchor=anchor,
+        )
+        record.first_compiled = True
+        if anchor is not None:
+            record.anchor = anchor
+        for message_id, block in releases.items():
+            prior_release = record.releases.get(message_id)
+            low = block if prior_release is None else min(prior_release.from_block, block)
+            record.releases[message_id] = Release(message_id, low, True)
+        for message_id in reported:
+            prior_release = record.releases.get(message_id)
+            if prior_release is not None:
+                record.releases[message_id] = attrs.evolve(prior_release, reported=True)
+        state.unreported = []
+
+    # replies
+    def record_reply(
+        self, message: object, result: CompileResult, *, appended: Sequence[object]
+    ) -> MessageId:
+        """Store an assistant reply, stamping each thinking block against what produced it.
+
+        Raises:
+            ValueError: ``result`` is dry, from another manager, or from another branch.
+            TypeError: the reply's content is not blocks, wire dicts or an SDK message.
+        """
+        m = self.manager
+        if not isinstance(result, CompileResult):
+            raise TypeError(f"record_reply needs the CompileResult that produced it, got {result!r}")
+        if result.dry:
+            raise ValueError(
+                f"compile {result.compile_id} was a dry run; record replies against a "
+                "committing compile"
+            )
+        if result.manager_token != m.token:
+            raise ValueError(
+                f"compile {result.compile_id} came from another context manager; record the "
+                "reply on the manager that compiled it"
+            )
+        if result.branch != m.current_branch_key():
+            raise ValueError(
+                f"compile {result.compile_id} was for branch {result.branch}, but the current "
+                f"branch is {m.current_branch_key()}; switch back before recording"
+            )
+        blocks = to_blocks(message)
+        extra_messages = [_wire_message(item) for item in appended]
+        dropped = _dropped_paths(message)
+        if dropped:
+            chain, last_role = chain_of_messages(
+                [*result.request["messages"], *extra_messages], skip=dropped
+            )
+        else:
+            chain, last_role = result.end_chain, _last_role(result.request["messages"])
+            for extra in extra_messages:
+                chain = feed_boundary(chain, extra["role"])
+                last_role = extra["role"]
+                for block_wire in extra["content"]:
+                    chain = feed_block(chain, block_wire)
+        if last_role != "assistant":
+            chain = feed_boundary(chain, "assistant")
+        seals: dict[str, str] = {}
+        signatures: list[str] = []
+        for index, block in enumerate(blocks):
+            wire = block_to_wire(block)
+            if is_thinking(block):
+                signature = signature_of(block)
+                if signature:
+                    seals[str(index)] = seal(chain, wire)
+                    signatures.append(signature_digest(signature))
+                else:
+                    log.warning(
+                        "thinking_unsigned",
+                        namespace=m.namespace,
+                        compile_id=result.compile_id,
+                        block=index,
+                        note="stored, never sent",
+                    )
+            chain = feed_block(chain, wire)
+        stamp = {"v": 1, "head": dict(result.head_digests), "seals": seals}
+        stored = m.store.append(
+            m.namespace,
+            result.branch,
+            "assistant",
+            blocks,
+            MessageMeta(),
+            stamp=stamp,
+            signatures=signatures,
+        )
+        self._stamps[stored.id] = stamp
+        return stored.id
+
+
+def _strip(
+    entries: Sequence[StripEntry], first_compiled: bool, key: str, compile_id: str
+) -> ThinkingStrip | None:
+    if not entries:
+        return None
+    first = entries[0]
+    if first.reason == "head":
+        cause, changed = "head", first.changed
+    elif not first_compiled:
+        cause, changed = "first", ()
+    else:
+        cause, changed = "messages", ()
+    replies = tuple(dict.fromkeys(entry.message_id for entry in entries))
+    return ThinkingStrip(
+        cause=cause,  # type: ignore[arg-type]
+        changed=changed,
+        replies=replies,
+        blocks=len(entries),
+        branch=key,
+        compile_id=compile_id,
+    )
+
+
+def _tail_provenance(request: dict[str, Any], state: RenderState) -> tuple[Any, ...]:
+    from ._results import ProvenanceEntry
+
+    extra = len(request["messages"]) - len(state.messages)
+    return tuple(ProvenanceEntry(kind="synthetic") for _ in range(extra))
+
+
+def _covers_upto(summary: StoredMessage) -> int:
+    value = summary.metadata.extra.get("covers_upto")
+    return int(value) if isinstance(value, int) else summary.sequence - 1
+
+
+def _wire(message: StoredMessage) -> list[dict[str, Any]]:
+    return [block_to_wire(b) for b in message.content]
+
+
+def _clean(message: StoredMessage) -> bool:
+    from ._render import is_clean_start
+
+    return is_clean_start(message)
+
+
+def _inflight_text(window: Sequence[StoredMessage]) -> str:
+    last = window[-1]
+    names: dict[str, str] = {}
+    for msg in reversed(window[:-1]):
+        if msg.role == "assistant":
+            names = {b.id: b.name for b in msg.content if isinstance(b, ToolUseBlock)}
+            break
+    lines = []
+    for block in last.content:
+        if not isinstance(block, ToolResultBlock):
+            continue
+        if isinstance(block.content, str):
+            body = block.content
+        else:
+            body = " ".join(b.text for b in block.content if isinstance(b, TextBlock))
+        name = names.get(block.tool_use_id, "tool")
+        status = " (error)" if block.is_error else ""
+        lines.append(f"Result of your {name} call{status}: {body}")
+    return "\n".join(lines)
+
+
+def _last_role(messages: Sequence[dict[str, Any]]) -> str | None:
+    return str(messages[-1]["role"]) if messages else None
+
+
+def _wire_message(item: object) -> dict[str, Any]:
+    if isinstance(item, StoredMessage):
+        return {"role": item.role, "content": _wire(item)}
+    if isinstance(item, dict) and "role" in item:
+        return {"role": str(item["role"]), "content": wire_content(item.get("content", []))}
+    raise TypeError(
+        f"appended message {item!r} must be a StoredMessage or a wire dict with a 'role'"
+    )
+
+
+def _dropped_paths(message: object) -> frozenset[tuple[int, int]]:
+    reported = (
+        message.get("input_transformations")
+        if isinstance(message, dict)
+        else getattr(message, "input_transformations", None)
+    )
+    if not reported:
+        return frozenset()
+    from ._drops import parse_input_transformations
+
+    drops = parse_input_transformations(message)
+    return frozenset((d.i, d.j) for d in drops if d.i is not None and d.j is not None)
+
+
+def _summary_text(value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"a Fold summarizer must return text, got {value!r}")
+    return value
+
+
+async def _await(value: Any) -> Any:
+    return await value
+
+
+def _now() -> Any:
+    import datetime as dt
+
+    return dt.datetime.now(dt.UTC)

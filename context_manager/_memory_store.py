@@ -17,7 +17,14 @@ from sortedcontainers import SortedDict, SortedList
 
 from ._content import Block
 from ._errors import BranchExists, BranchNotFound, MessageNotFound
-from ._messages import MessageId, MessageMeta, Role, StoredMessage
+from ._messages import (
+    MessageId,
+    MessageMeta,
+    Role,
+    StoredMessage,
+    decode_message,
+    encode_message,
+)
 from ._store import BindingRecordData, BranchRecord, BranchRef, Lineage, Release
 from ._store_read import select_window
 
@@ -31,6 +38,7 @@ class _Namespace:
     signatures: dict[str, list[MessageId]] = attrs.field(factory=dict)
     stamps: dict[MessageId, dict[str, Any]] = attrs.field(factory=dict)
     first_compiled: set[str] = attrs.field(factory=set)
+    anchors: dict[str, int] = attrs.field(factory=dict)
     releases: dict[str, dict[MessageId, Release]] = attrs.field(factory=dict)
     revisions: list[tuple[MessageId, tuple[Block, ...]]] = attrs.field(factory=list)
 
@@ -58,7 +66,7 @@ class MemoryStore:
     # namespaces
     def namespaces(self) -> list[str]:
         with self._lock:
-            return sorted(self._spaces)
+            return sorted(name for name, space in self._spaces.items() if space.branches)
 
     def drop_namespace(self, namespace: str) -> None:
         with self._lock:
@@ -135,6 +143,8 @@ class MemoryStore:
         stamp: dict[str, Any] | None = None,
         signatures: Sequence[str] = (),
     ) -> StoredMessage:
+        # Through JSON, as SQLite does: the same errors, and no aliasing of the caller's dicts.
+        stored_content, stored_meta = decode_message(*encode_message(content, metadata))
         with self._lock:
             space = self._space(namespace)
             if branch not in space.by_branch:
@@ -145,8 +155,8 @@ class MemoryStore:
                 sequence=sequence,
                 branch=branch,
                 role=role,
-                content=tuple(content),
-                metadata=metadata,
+                content=stored_content,
+                metadata=stored_meta,
                 created_at=dt.datetime.now(dt.UTC),
             )
             space.by_branch[branch][sequence] = message
@@ -201,8 +211,9 @@ class MemoryStore:
     ) -> StoredMessage:
         with self._lock:
             old = self.get(namespace, message_id)
+            stored_content, _ = decode_message(*encode_message(content, old.metadata))
             space = self._space(namespace)
-            new = attrs.evolve(old, content=tuple(content))
+            new = attrs.evolve(old, content=stored_content)
             space.revisions.append((message_id, old.content))
             space.by_branch[old.branch][old.sequence] = new
             self._messages[message_id] = (namespace, new)
@@ -239,6 +250,7 @@ class MemoryStore:
             return BindingRecordData(
                 first_compiled=branch in space.first_compiled,
                 releases=dict(space.releases.get(branch, {})),
+                anchor=space.anchors.get(branch),
             )
 
     def commit_binding(
@@ -249,11 +261,14 @@ class MemoryStore:
         first_compiled: bool,
         releases: Sequence[tuple[MessageId, int]],
         reported: Sequence[MessageId],
+        anchor: int | None = None,
     ) -> None:
         with self._lock:
             space = self._space(namespace)
             if first_compiled:
                 space.first_compiled.add(branch)
+            if anchor is not None:
+                space.anchors[branch] = anchor
             table = space.releases.setdefault(branch, {})
             for mid, from_block in releases:
                 prior = table.get(mid)

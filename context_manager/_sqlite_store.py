@@ -18,9 +18,16 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ._content import Block, blocks_from_wire, blocks_to_wire
+from ._content import Block, blocks_from_wire
 from ._errors import BranchExists, BranchNotFound, MessageNotFound, NotADatabase, SchemaTooNew
-from ._messages import MessageId, MessageMeta, Role, StoredMessage
+from ._messages import (
+    MessageId,
+    MessageMeta,
+    Role,
+    StoredMessage,
+    decode_message,
+    encode_message,
+)
 from ._store import BindingRecordData, BranchRecord, BranchRef, Lineage, Release
 from ._store_read import select_window
 
@@ -55,6 +62,10 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TABLE releases (ns TEXT NOT NULL, branch TEXT NOT NULL, message_id TEXT NOT NULL,
         from_block INTEGER NOT NULL, reported INTEGER NOT NULL,
         PRIMARY KEY (ns, branch, message_id));
+    """,
+    # 2: windowed renders keep their start across reopen.
+    """
+    ALTER TABLE branch_state ADD COLUMN anchor INTEGER;
     """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -94,6 +105,8 @@ class SQLiteStore:
         self._db.execute("PRAGMA foreign_keys=ON")
         for number in range(version, SCHEMA_VERSION):
             with self._transaction() as db:
+                if db.execute("PRAGMA user_version").fetchone()[0] > number:
+                    continue  # another connection ran this migration while we waited
                 for statement in _statements(MIGRATIONS[number]):
                     db.execute(statement)
                 db.execute(f"PRAGMA user_version = {number + 1}")
@@ -225,8 +238,8 @@ class SQLiteStore:
         stamp: dict[str, Any] | None = None,
         signatures: Sequence[str] = (),
     ) -> StoredMessage:
-        wire = json.dumps(blocks_to_wire(content), ensure_ascii=False)
-        meta = json.dumps(metadata.to_json(), ensure_ascii=False)
+        wire, meta = encode_message(content, metadata)
+        stored_content, stored_meta = decode_message(wire, meta)
         stamp_json = None if stamp is None else json.dumps(stamp)
         created_at = dt.datetime.now(dt.UTC)
         with self._transaction() as db:
@@ -263,8 +276,8 @@ class SQLiteStore:
             sequence=sequence,
             branch=branch,
             role=role,
-            content=tuple(content),
-            metadata=metadata,
+            content=stored_content,
+            metadata=stored_meta,
             created_at=created_at,
         )
 
@@ -326,7 +339,7 @@ class SQLiteStore:
         self, namespace: str, message_id: MessageId, content: Sequence[Block]
     ) -> StoredMessage:
         old = self.get(namespace, message_id)
-        wire = json.dumps(blocks_to_wire(content), ensure_ascii=False)
+        wire, _ = encode_message(content, old.metadata)
         with self._transaction() as db:
             db.execute(
                 "INSERT INTO revisions (ns, message_id, content, replaced_at) "
@@ -382,7 +395,7 @@ class SQLiteStore:
     # binding record
     def binding_record(self, namespace: str, branch: str) -> BindingRecordData:
         state = self._query(
-            "SELECT first_compiled FROM branch_state WHERE ns = ? AND branch = ?",
+            "SELECT first_compiled, anchor FROM branch_state WHERE ns = ? AND branch = ?",
             (namespace, branch),
         )
         rows = self._query(
@@ -392,6 +405,7 @@ class SQLiteStore:
         return BindingRecordData(
             first_compiled=bool(state and state[0][0]),
             releases={r[0]: Release(r[0], int(r[1]), bool(r[2])) for r in rows},
+            anchor=None if not state or state[0][1] is None else int(state[0][1]),
         )
 
     def commit_binding(
@@ -402,13 +416,16 @@ class SQLiteStore:
         first_compiled: bool,
         releases: Sequence[tuple[MessageId, int]],
         reported: Sequence[MessageId],
+        anchor: int | None = None,
     ) -> None:
         with self._transaction() as db:
-            if first_compiled:
+            if first_compiled or anchor is not None:
                 db.execute(
-                    "INSERT OR REPLACE INTO branch_state (ns, branch, first_compiled) "
-                    "VALUES (?, ?, 1)",
-                    (namespace, branch),
+                    "INSERT INTO branch_state (ns, branch, first_compiled, anchor) "
+                    "VALUES (?, ?, ?, ?) ON CONFLICT (ns, branch) DO UPDATE SET "
+                    "first_compiled = max(first_compiled, excluded.first_compiled), "
+                    "anchor = coalesce(excluded.anchor, anchor)",
+                    (namespace, branch, int(first_compiled), anchor),
                 )
             db.executemany(
                 "INSERT INTO releases (ns, branch, message_id, from_block, reported) "

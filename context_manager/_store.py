@@ -52,7 +52,7 @@ Lineage: TypeAlias = tuple[tuple[str, int | None], ...]
 
 @attrs.frozen
 class Release:
-    """A reply's thinking released on a branch from ``from_block`` on; ``reported`` once stripped."""
+    """A reply's thinking released on a branch from ``from_block`` on; ``reported`` once told."""
 
     message_id: MessageId
     from_block: int
@@ -65,6 +65,8 @@ class BindingRecordData:
 
     first_compiled: bool
     releases: dict[MessageId, Release]
+    anchor: int | None = None
+    """The sequence a windowed render starts at, kept so the prefix stays stable on reopen."""
 
 
 @runtime_checkable
@@ -146,6 +148,7 @@ class Store(Protocol):
         first_compiled: bool,
         releases: Sequence[tuple[MessageId, int]],
         reported: Sequence[MessageId],
+        anchor: int | None = None,
     ) -> None: ...
 
     def add_release(

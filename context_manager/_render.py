@@ -1,0 +1,332 @@
+"""Rendering stored messages into API messages, one stored message at a time.
+
+``RenderState`` is the incremental part of a compile: the rendered messages, their provenance,
+token estimates, the running chain and the strips not yet reported. ``render_message`` extends
+it by one stored message in O(size of that message); nothing earlier is re-hashed or re-rendered.
+Invariants (``RenderState._check``): no empty message, no two adjacent messages of one role, the
+first message is the user's, every ``tool_use`` is answered in the next message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
+
+import attrs
+import structlog
+
+from ._canonical import signature_digest
+from ._chain import feed_block, feed_boundary, seal
+from ._content import (
+    Block,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    block_to_wire,
+    is_thinking,
+    signature_of,
+)
+from ._head import changed_components
+from ._messages import MessageId, StoredMessage
+from ._results import ProvenanceEntry, ProvenanceKind, Source
+from ._store import Release
+
+log = structlog.get_logger("context_manager.render")
+
+StripReason = Literal["head", "prefix", "unstamped", "released"]
+
+OMITTED_HISTORY_TEXT = "[earlier conversation omitted]"
+"""Opens a render whose first kept message is not the user's (the API requires a user first)."""
+
+MISSING_RESULT_TEXT = "No result was recorded for this tool call."
+"""The error result given to a ``tool_use`` whose answer was never stored (e.g. after a crash)."""
+
+
+@attrs.frozen
+class StripEntry:
+    """One thinking block left out, not yet reported."""
+
+    message_id: MessageId
+    block: int
+    reason: StripReason
+    changed: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class Span:
+    """One stored message in the render: its sequence, token estimate, and clean-start flag."""
+
+    sequence: int
+    tokens: int
+    clean: bool
+
+
+@attrs.frozen
+class RenderContext:
+    """What stays fixed during one compile's render."""
+
+    binds: bool
+    system_notices: str
+    digests: Mapping[str, str]
+    bound: tuple[str, ...]
+    releases: Mapping[MessageId, Release]
+    stamps: Mapping[MessageId, Mapping[str, Any]]
+    estimator: Callable[[Any], int]
+
+
+@attrs.define
+class RenderState:
+    """The incremental render of one branch (see the module docstring for invariants)."""
+
+    messages: list[dict[str, Any]] = attrs.field(factory=list)
+    provenance: list[ProvenanceEntry] = attrs.field(factory=list)
+    message_tokens: list[int] = attrs.field(factory=list)
+    total_tokens: int = 0
+    chain: bytes = b""
+    open_tool_uses: dict[str, str] = attrs.field(factory=dict)
+    last_sequence: int = 0
+    spans: list[Span] = attrs.field(factory=list)
+    unreported: list[StripEntry] = attrs.field(factory=list)
+    start: int = 0
+    summary_id: MessageId | None = None
+    change_serial: int = 0
+
+    def copy(self) -> RenderState:
+        """A copy whose lists can grow without touching this one (O(window) references)."""
+        return attrs.evolve(
+            self,
+            messages=list(self.messages),
+            provenance=list(self.provenance),
+            message_tokens=list(self.message_tokens),
+            open_tool_uses=dict(self.open_tool_uses),
+            spans=list(self.spans),
+            unreported=list(self.unreported),
+        )
+
+    def _check(self) -> None:
+        assert len(self.messages) == len(self.provenance) == len(self.message_tokens)
+        assert self.total_tokens == sum(self.message_tokens)
+        assert not self.messages or self.messages[0]["role"] == "user"
+        for before, after in zip(self.messages, self.messages[1:], strict=False):
+            assert before["role"] != after["role"], "adjacent messages share a role"
+        for message in self.messages:
+            assert message["content"], "empty message rendered"
+
+
+def _text_only(blocks: tuple[Block, ...]) -> list[tuple[int, Block]]:
+    return [(b, block) for b, block in enumerate(blocks) if isinstance(block, TextBlock)]
+
+
+def rendered_role(message: StoredMessage, state: RenderState, ctx: RenderContext) -> str:
+    """The role ``message`` is sent with: system notices follow ``system_notices``."""
+    if message.role == "system" or message.metadata.system_notice:
+        if ctx.system_notices == "system" and state.messages:
+            return "system"
+        return "user"
+    return message.role
+
+
+def is_clean_start(message: StoredMessage) -> bool:
+    """True when a render may start at ``message``: a user message answering no tool call."""
+    return message.role == "user" and not any(
+        isinstance(b, ToolResultBlock) for b in message.content
+    )
+
+
+def judge_thinking(
+    ctx: RenderContext, message: StoredMessage, index: int, wire: Mapping[str, Any], chain: bytes
+) -> tuple[StripReason | Literal["keep", "hidden"], tuple[str, ...]]:
+    """Whether a thinking block is sent, and if not why.
+
+    ``"hidden"``: left out and never reported (released earlier and already reported, or never
+    sendable because unsigned).
+    """
+    release = ctx.releases.get(message.id)
+    if release is not None and index >= release.from_block:
+        return ("hidden" if release.reported else "released"), ()
+    block = message.content[index]
+    if not signature_of(block):
+        return "hidden", ()
+    if not ctx.binds:
+        return "keep", ()
+    stamp = ctx.stamps.get(message.id)
+    head = stamp.get("head") if stamp is not None else None
+    seals = stamp.get("seals") if stamp is not None else None
+    if not isinstance(head, Mapping) or not isinstance(seals, Mapping):
+        return "unstamped", ()
+    changed = changed_components(head, ctx.digests)
+    if any(name in ctx.bound for name in changed):
+        return "head", changed
+    if seals.get(str(index)) != seal(chain, wire):
+        return ("unstamped" if str(index) not in seals else "prefix"), ()
+    return "keep", ()
+
+
+def _synthetic_results(open_ids: Mapping[str, str]) -> list[dict[str, Any]]:
+    return [
+        {"type": "tool_result", "tool_use_id": tid, "content": MISSING_RESULT_TEXT, "is_error": True}
+        for tid in open_ids
+    ]
+
+
+def _push(
+    state: RenderState,
+    ctx: RenderContext,
+    role: str,
+    blocks: list[dict[str, Any]],
+    kind: ProvenanceKind,
+    source: Source | None,
+) -> None:
+    """Append (or merge) already-judged ``blocks`` as a message of ``role`` and chain them."""
+    if not blocks:
+        return
+    merging = bool(state.messages) and state.messages[-1]["role"] == role
+    if not merging:
+        state.chain = feed_boundary(state.chain, role)
+    for wire in blocks:
+        state.chain = feed_block(state.chain, wire)
+    _attach(state, ctx, role, blocks, kind, source, merging)
+
+
+def _attach(
+    state: RenderState,
+    ctx: RenderContext,
+    role: str,
+    blocks: list[dict[str, Any]],
+    kind: ProvenanceKind,
+    source: Source | None,
+    merging: bool,
+) -> None:
+    if merging:
+        old = state.messages[-1]
+        offset = len(old["content"])
+        merged = {"role": role, "content": [*old["content"], *blocks]}
+        entry = state.provenance[-1]
+        shifted = (
+            ()
+            if source is None
+            else (
+                Source(
+                    source.message_id,
+                    {j + offset: b for j, b in source.blocks.items()},
+                    {j + offset: s for j, s in source.signatures.items()},
+                ),
+            )
+        )
+        state.messages[-1] = merged
+        state.provenance[-1] = ProvenanceEntry(
+            kind="message" if kind == "message" or entry.kind == "message" else entry.kind,
+            sources=(*entry.sources, *shifted),
+        )
+        tokens = ctx.estimator(merged)
+        state.total_tokens += tokens - state.message_tokens[-1]
+        state.message_tokens[-1] = tokens
+        return
+    message = {"role": role, "content": list(blocks)}
+    state.messages.append(message)
+    state.provenance.append(ProvenanceEntry(kind=kind, sources=() if source is None else (source,)))
+    tokens = ctx.estimator(message)
+    state.message_tokens.append(tokens)
+    state.total_tokens += tokens
+
+
+def render_text_prefix(
+    state: RenderState, ctx: RenderContext, message: StoredMessage, kind: ProvenanceKind
+) -> None:
+    """Render a summary (or other whole-text opener) as a user message."""
+    pairs = [(b, block_to_wire(block)) for b, block in _text_only(message.content)]
+    pairs = [(b, w) for b, w in pairs if str(w.get("text", "")).strip()]
+    source = Source(message.id, {j: b for j, (b, _) in enumerate(pairs)})
+    _push(state, ctx, "user", [w for _, w in pairs], kind, source)
+    state.last_sequence = max(state.last_sequence, message.sequence)
+
+
+def render_message(state: RenderState, ctx: RenderContext, message: StoredMessage) -> None:
+    """Extend ``state`` by one stored message, judging its thinking in place."""
+    state.last_sequence = max(state.last_sequence, message.sequence)
+    if message.metadata.kind == "summary":
+        return
+    role = rendered_role(message, state, ctx)
+    notice = message.role == "system" or message.metadata.system_notice
+    if not state.messages and role != "user":
+        _push(state, ctx, "user", [{"type": "text", "text": OMITTED_HISTORY_TEXT}], "synthetic", None)
+    if state.open_tool_uses and role != "user":
+        _push(state, ctx, "user", _synthetic_results(state.open_tool_uses), "synthetic", None)
+        state.open_tool_uses = {}
+
+    merging = bool(state.messages) and state.messages[-1]["role"] == role
+    pending_boundary = not merging
+    chain = state.chain
+    kept: list[dict[str, Any]] = []
+    mapping: dict[int, int] = {}
+    signatures: dict[int, str] = {}
+    offset = len(state.messages[-1]["content"]) if merging else 0
+    answered: set[str] = set()
+    new_tool_uses: dict[str, str] = {}
+    synthetic: list[dict[str, Any]] = []
+    if role == "user" and state.open_tool_uses:
+        results = {b.tool_use_id for b in message.content if isinstance(b, ToolResultBlock)}
+        missing = {t: n for t, n in state.open_tool_uses.items() if t not in results}
+        synthetic = _synthetic_results(missing)
+
+    def keep(wire: dict[str, Any], stored_index: int | None) -> None:
+        nonlocal chain, pending_boundary
+        if pending_boundary:
+            chain = feed_boundary(chain, role)
+            pending_boundary = False
+        chain = feed_block(chain, wire)
+        if stored_index is not None:
+            mapping[offset + len(kept)] = stored_index
+        kept.append(wire)
+
+    for wire in synthetic:
+        keep(wire, None)
+    for index, block in enumerate(message.content):
+        if notice and not isinstance(block, TextBlock):
+            continue
+        if isinstance(block, TextBlock) and not block.text.strip():
+            continue
+        if is_thinking(block):
+            if message.role != "assistant":
+                log.info("thinking_outside_reply_left_out", message_id=message.id, block=index)
+                continue
+            wire = block_to_wire(block)
+            tentative = feed_boundary(chain, role) if pending_boundary else chain
+            verdict, changed = judge_thinking(ctx, message, index, wire, tentative)
+            if verdict == "keep":
+                signatures[offset + len(kept)] = signature_digest(signature_of(block))
+                keep(wire, index)
+            elif verdict != "hidden":
+                state.unreported.append(StripEntry(message.id, index, verdict, changed))
+            continue
+        if isinstance(block, ToolResultBlock):
+            if role != "user" or block.tool_use_id not in state.open_tool_uses:
+                log.info("stray_tool_result_left_out", message_id=message.id, block=index)
+                continue
+            if block.tool_use_id in answered:
+                continue
+            answered.add(block.tool_use_id)
+        if isinstance(block, ToolUseBlock):
+            new_tool_uses[block.id] = block.name
+        keep(block_to_wire(block), index)
+
+    if role == "user":
+        state.open_tool_uses = {}
+    elif role == "assistant":
+        state.open_tool_uses = {**state.open_tool_uses, **new_tool_uses}
+    if kept:
+        state.chain = chain
+        kind: ProvenanceKind = "notice" if notice else "message"
+        _attach(
+            state, ctx, role, kept, kind, Source(message.id, mapping, signatures), merging
+        )
+    tokens = ctx.estimator({"role": role, "content": kept}) if kept else 0
+    state.spans.append(Span(message.sequence, tokens, is_clean_start(message)))
+
+
+def close_tool_round(state: RenderState) -> list[dict[str, Any]]:
+    """The synthetic user message answering calls still open at the end, if any (not cached)."""
+    if not state.open_tool_uses:
+        return []
+    return [{"role": "user", "content": _synthetic_results(state.open_tool_uses)}]
+
