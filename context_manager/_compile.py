@@ -204,7 +204,9 @@ class Compiler:
             request = self._plan_fold(state, strategy, lineage)
             text = yield request
             summary = self._keep_summary(request, text, state, dry_run)
-            state = self._full_render(ctx, lineage, record, serial, summary=summary)
+            folded = self._full_render(ctx, lineage, record, serial, summary=summary)
+            folded.unreported = _fold_entries(state, folded)
+            state = folded
         if limit is not None:
             target, cap = limit
             if budget is not None:
@@ -609,6 +611,40 @@ def _strip(
         branch=key,
         compile_id=compile_id,
     )
+
+
+def _kept_thinking(state: RenderState) -> list[tuple[MessageId, int]]:
+    """``(reply id, stored block index)`` of every thinking block ``state`` sends, in order."""
+    kept: list[tuple[MessageId, int]] = []
+    for entry in state.provenance:
+        for source in entry.sources:
+            kept.extend((source.message_id, source.blocks[j]) for j in sorted(source.signatures))
+    return kept
+
+
+def _fold_entries(before: RenderState, after: RenderState) -> list[StripEntry]:
+    """What a fold newly leaves out: thinking sent before it and not after, then the rest."""
+    still_sent = set(_kept_thinking(after))
+    seen: set[tuple[MessageId, int]] = set()
+    entries: list[StripEntry] = []
+    candidates = [
+        *before.unreported,
+        *(StripEntry(mid, block, "prefix") for mid, block in _kept_thinking(before)),
+        *after.unreported,
+    ]
+    for entry in candidates:
+        spot = (entry.message_id, entry.block)
+        if spot in still_sent or spot in seen:
+            continue
+        seen.add(spot)
+        entries.append(entry)
+    return sorted(entries, key=lambda e: (_sequence_of(e.message_id), e.block))
+
+
+def _sequence_of(message_id: MessageId) -> int:
+    """Render order of stored ids (``msg_<sequence>``); unknown shapes sort first."""
+    _, _, number = message_id.rpartition("_")
+    return int(number) if number.isdigit() else -1
 
 
 def _tail_provenance(request: dict[str, Any], state: RenderState) -> tuple[Any, ...]:
