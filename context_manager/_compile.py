@@ -271,6 +271,7 @@ class Compiler:
             releases=record.releases,
             stamps=self._stamps,
             estimator=m.estimator,
+            resolve=m.resolve_reasoning if m.reasoning is not None else None,
         )
 
     def _window_limit(self, budget: int | None) -> tuple[int, int] | None:
@@ -577,6 +578,8 @@ class Compiler:
                     )
             chain = feed_block(chain, wire)
         stamp = {"v": 1, "head": dict(result.head_digests), "seals": seals}
+        if m.reasoning is not None:
+            blocks = m.capture_reasoning(blocks, result)
         stored = m.store.append(
             m.namespace,
             result.branch,

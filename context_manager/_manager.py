@@ -8,7 +8,7 @@ concurrent use from several threads at once on the same namespace: one writer pe
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import structlog
@@ -42,6 +42,7 @@ class ContextManager:
         binding: ThinkingBinding,
         strategy: Any,
         estimator: Callable[[Any], int] | None = None,
+        reasoning: Any = None,
     ) -> None:
         from ._compile import Compiler
         from ._strategies import estimate_tokens
@@ -51,6 +52,8 @@ class ContextManager:
         self.binding = binding
         self.strategy = strategy
         self.estimator = estimator or estimate_tokens
+        self.reasoning = reasoning
+        """The reasoning sidecar configuration (``ReasoningCapture``) or ``None``."""
         self.token = uuid.uuid4().hex
         self._observers: list[StripObserver] = []
         self._branch = self._ensure_branch()
@@ -65,6 +68,7 @@ class ContextManager:
         binding: ThinkingBinding | None = None,
         strategy: Any = None,
         estimator: Callable[[Any], int] | None = None,
+        reasoning: Any = None,
     ) -> ContextManager:
         """Open (or start) ``namespace`` in ``store``, on its current branch (``main`` when new)."""
         from ._strategies import Passthrough
@@ -77,6 +81,7 @@ class ContextManager:
             binding=binding or ThinkingBinding(),
             strategy=strategy or Passthrough(),
             estimator=estimator,
+            reasoning=reasoning,
         )
 
     # branches
@@ -273,8 +278,17 @@ class ContextManager:
         self.store.add_release(self.namespace, self._branch.key, message_id, from_block)
         self._compiler.invalidate(self._branch.key)
 
-    def blocks_of(self, message_id: MessageId) -> tuple[Block, ...]:
-        return self.get_message(message_id).content
+    # reasoning sidecar hooks (see ReasoningCapture)
+    def capture_reasoning(self, blocks: tuple[Block, ...], result: Any) -> tuple[Block, ...]:
+        """The reply's blocks as stored: readable thinking moved to the sidecar (fail-closed)."""
+        if self.reasoning is None:
+            return blocks
+        captured: tuple[Block, ...] = self.reasoning.capture(self.namespace, blocks, result)
+        return captured
 
-    def _iter_ids(self, ids: Iterable[MessageId]) -> list[StoredMessage]:
-        return [self.get_message(m) for m in ids]
+    def resolve_reasoning(self, block: Block) -> Block | None:
+        """A stored thinking block as it was sent, or ``None`` when its text cannot be had."""
+        if self.reasoning is None:
+            return block
+        resolved: Block | None = self.reasoning.resolve(self.namespace, block)
+        return resolved

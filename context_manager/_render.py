@@ -72,6 +72,9 @@ class RenderContext:
     releases: Mapping[MessageId, Release]
     stamps: Mapping[MessageId, Mapping[str, Any]]
     estimator: Callable[[Any], int]
+    resolve: Callable[[Block], Block | None] | None = None
+    """Turns a stored thinking block back into the block as sent (reasoning sidecar); ``None``
+    from it means the text cannot be had, and the block is treated as unstamped."""
 
 
 @attrs.define
@@ -134,7 +137,12 @@ def is_clean_start(message: StoredMessage) -> bool:
 
 
 def judge_thinking(
-    ctx: RenderContext, message: StoredMessage, index: int, wire: Mapping[str, Any], chain: bytes
+    ctx: RenderContext,
+    message: StoredMessage,
+    index: int,
+    block: Block,
+    wire: Mapping[str, Any],
+    chain: bytes,
 ) -> tuple[StripReason | Literal["keep", "hidden"], tuple[str, ...]]:
     """Whether a thinking block is sent, and if not why.
 
@@ -144,7 +152,6 @@ def judge_thinking(
     release = ctx.releases.get(message.id)
     if release is not None and index >= release.from_block:
         return ("hidden" if release.reported else "released"), ()
-    block = message.content[index]
     if not signature_of(block):
         return "hidden", ()
     if not ctx.binds:
@@ -290,9 +297,14 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
             if message.role != "assistant":
                 log.info("thinking_outside_reply_left_out", message_id=message.id, block=index)
                 continue
+            resolved = ctx.resolve(block) if ctx.resolve is not None else block
+            if resolved is None:
+                state.unreported.append(StripEntry(message.id, index, "unstamped"))
+                continue
+            block = resolved
             wire = block_to_wire(block)
             tentative = feed_boundary(chain, role) if pending_boundary else chain
-            verdict, changed = judge_thinking(ctx, message, index, wire, tentative)
+            verdict, changed = judge_thinking(ctx, message, index, block, wire, tentative)
             if verdict == "keep":
                 signatures[offset + len(kept)] = signature_digest(signature_of(block))
                 keep(wire, index)
