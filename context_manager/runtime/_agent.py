@@ -1,0 +1,239 @@
+"""A resident agent and its turns: compile, stream, record, place drops, run tools, boundary.
+
+Invariants: one turn at a time per agent (a lock); a reply's ``tool_use`` blocks are always
+followed by stored results before the next call (on a crash, ``resume_turn`` rolls the round back
+with error results); notices produced while a turn is live wait for the next boundary. Nothing the
+teller or a notice write does can fail a turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import structlog
+
+from .._content import TextBlock, ToolResultBlock, ToolUseBlock, to_blocks
+from .._head import Head, ThinkingBinding
+from .._manager import ContextManager
+from .._messages import REASONING_LOSS_KIND, MessageId, MessageMeta
+from .._strategies import Passthrough, Strategy
+from ._calls import stream_call
+from ._tools import ToolCall, ToolFunction, run_tool
+
+if TYPE_CHECKING:
+    from notices import TurnState
+
+    from ._runtime import Runtime
+
+log = structlog.get_logger("context_manager.runtime")
+
+INTERRUPTED_TEXT = "This tool call was interrupted before it finished; run it again if needed."
+"""The result ``resume_turn`` gives a call whose answer was never stored."""
+
+MAX_CALLS_PER_TURN = 200
+"""A runaway tool loop stops here rather than calling the model forever."""
+
+
+@attrs.frozen
+class Turn:
+    """A live turn: where it opened."""
+
+    branch_key: str
+    head_sequence: int
+
+
+@attrs.frozen
+class TurnResult:
+    """What a turn stored: replies, tool calls, notices, and why it stopped."""
+
+    replies: tuple[MessageId, ...]
+    tool_calls: tuple[ToolCall, ...]
+    notices: tuple[MessageId, ...]
+    stop_reason: str | None
+
+
+@attrs.define(eq=False)
+class Agent:
+    """A resident agent. ``head`` is read at every call, so a host or a tool may change it.
+
+    Register it with ``Runtime.register`` before running turns.
+    """
+
+    name: str
+    head: Head
+    tools: dict[str, ToolFunction] = attrs.field(factory=dict)
+    binding: ThinkingBinding = attrs.field(factory=ThinkingBinding)
+    strategy: Strategy = attrs.field(factory=Passthrough)
+    reasoning: Any = None
+    _runtime: Runtime | None = attrs.field(default=None, init=False, repr=False)
+    _context: ContextManager | None = attrs.field(default=None, init=False, repr=False)
+    _turn: Turn | None = attrs.field(default=None, init=False, repr=False)
+    _deferred: list[tuple[str, str]] = attrs.field(factory=list, init=False, repr=False)
+    _lock: asyncio.Lock = attrs.field(factory=asyncio.Lock, init=False, repr=False)
+    _teller: Any = attrs.field(default=None, init=False, repr=False)
+    removed: bool = attrs.field(default=False, init=False)
+
+    @property
+    def context(self) -> ContextManager:
+        """The agent's ``ContextManager`` (namespace = the agent's name)."""
+        if self._context is None:
+            raise RuntimeError(f"agent {self.name!r} is not registered; call runtime.register()")
+        return self._context
+
+    @property
+    def runtime(self) -> Runtime:
+        if self._runtime is None:
+            raise RuntimeError(f"agent {self.name!r} is not registered; call runtime.register()")
+        return self._runtime
+
+    def turn_state(self) -> TurnState:
+        """Whether a turn is live, and where it opened (what the teller judges "this turn" by)."""
+        from notices import TurnState
+
+        turn = self._turn
+        if turn is None:
+            return TurnState(live=False, branch_key=None, head_sequence=0)
+        return TurnState(live=True, branch_key=turn.branch_key, head_sequence=turn.head_sequence)
+
+    # notices
+    def notify(self, text: str, kind: str = "notice") -> MessageId | None:
+        """Store a system notice now, or at the next boundary while a turn is live."""
+        if self._turn is not None:
+            self._deferred.append((text, kind))
+            return None
+        return self._store_notice(text, kind)
+
+    def _store_notice(self, text: str, kind: str) -> MessageId | None:
+        try:
+            return self.context.add_message(
+                "system",
+                [TextBlock(text)],
+                metadata=MessageMeta(system_notice=True, kind=kind, target=self.name),
+            )
+        except Exception as err:  # a notice that cannot be stored never fails a turn
+            log.error(
+                "notice_store_failed",
+                agent=self.name,
+                kind=kind,
+                line="[reasoning]" if kind == REASONING_LOSS_KIND else None,
+                error=repr(err),
+            )
+            return None
+
+    def _flush(self) -> list[MessageId]:
+        pending, self._deferred = self._deferred, []
+        stored = [self._store_notice(text, kind) for text, kind in pending]
+        return [m for m in stored if m is not None]
+
+    def _deliver(self, line: str | None) -> None:
+        if line:
+            self.notify(line, REASONING_LOSS_KIND)
+
+    # turns
+    async def run_turn(self, trigger: object) -> TurnResult:
+        """Run one turn: store ``trigger`` as the user's message and loop until no tool is called.
+
+        Raises:
+            anthropic.APIStatusError: the provider refused a call (after retries where retryable).
+        """
+        async with self._lock:
+            self._open()
+            try:
+                self.context.add_message("user", to_blocks(trigger))
+                return await self._loop()
+            finally:
+                self._close()
+
+    async def resume_turn(self) -> TurnResult | None:
+        """Finish a turn a crash interrupted: roll back an unanswered round, then go on.
+
+        Returns ``None`` when there is nothing to resume (the branch ends with no open round and
+        no unanswered user message).
+        """
+        async with self._lock:
+            tail = self.context.messages(limit=None, since=self._recent_floor())
+            open_calls = _unanswered(tail)
+            ends_with_user = bool(tail) and tail[-1].role == "user"
+            if not open_calls and not ends_with_user:
+                return None
+            self._open()
+            try:
+                if open_calls:
+                    self.context.add_message(
+                        "user",
+                        [
+                            ToolResultBlock(tool_use_id=c.id, content=INTERRUPTED_TEXT, is_error=True)
+                            for c in open_calls
+                        ],
+                    )
+                    log.warning("turn_resumed", agent=self.name, rolled_back=len(open_calls))
+                return await self._loop()
+            finally:
+                self._close()
+
+    def _recent_floor(self) -> int:
+        _, head = self.context.branch_head()
+        return max(0, head - 64)
+
+    def _open(self) -> None:
+        key, head = self.context.branch_head()
+        self._turn = Turn(branch_key=key, head_sequence=head)
+
+    def _close(self) -> None:
+        self._turn = None
+        self._flush()
+
+    async def _loop(self) -> TurnResult:
+        runtime = self.runtime
+        cm = self.context
+        replies: list[MessageId] = []
+        calls: list[ToolCall] = []
+        notices: list[MessageId] = []
+        stop_reason: str | None = None
+        for _ in range(MAX_CALLS_PER_TURN):
+            result = await cm.compile_async(self.head)
+            message = await stream_call(
+                runtime.client,
+                result.request,
+                compile_id=result.compile_id,
+                agent=self.name,
+                retry=runtime.retry,
+            )
+            replies.append(cm.record_reply(message, result))
+            runtime._tell_drops(self, message, result)
+            stop_reason = getattr(message, "stop_reason", None)
+            uses = [b for b in to_blocks(message) if isinstance(b, ToolUseBlock)]
+            if not uses:
+                break
+            results = [await run_tool(self.tools, use) for use in uses]
+            calls.extend(
+                ToolCall(u.id, u.name, dict(u.input), bool(r.is_error))
+                for u, r in zip(uses, results, strict=True)
+            )
+            cm.add_message("user", results)
+            notices.extend(self._flush())
+        else:
+            log.warning("turn_call_limit", agent=self.name, calls=MAX_CALLS_PER_TURN)
+        self._turn = None
+        notices.extend(self._flush())
+        return TurnResult(tuple(replies), tuple(calls), tuple(notices), stop_reason)
+
+
+def _unanswered(messages: Sequence[Any]) -> list[ToolUseBlock]:
+    """Tool calls of the newest reply that no later message answers."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if message.role != "assistant":
+            continue
+        uses = [b for b in message.content if isinstance(b, ToolUseBlock)]
+        answered = {
+            b.tool_use_id
+            for later in messages[index + 1 :]
+            for b in later.content
+            if isinstance(b, ToolResultBlock)
+        }
+        return [u for u in uses if u.id not in answered]
+    return []

@@ -1,0 +1,76 @@
+"""One model call over the ``anthropic`` SDK: stream it, retry what is retryable, log a refusal.
+
+Retries 429, 500, 502, 503 and 529 and connection errors with bounded exponential backoff; a 400
+(or any other status) is raised to the caller after one ``provider_rejected`` event naming the
+compile id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import anthropic
+import attrs
+import structlog
+
+log = structlog.get_logger("context_manager.runtime")
+
+RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 529})
+"""Statuses the API documents as transient (rate limit, server error, overloaded)."""
+
+
+@attrs.frozen
+class RetryPolicy:
+    """How often and how patiently a call is retried."""
+
+    attempts: int = 5
+    base_delay: float = 0.5
+    max_delay: float = 8.0
+
+    def delay(self, attempt: int) -> float:
+        return float(min(self.max_delay, self.base_delay * (2**attempt)))
+
+
+async def stream_call(
+    client: anthropic.AsyncAnthropic,
+    request: dict[str, Any],
+    *,
+    compile_id: str,
+    agent: str,
+    retry: RetryPolicy,
+) -> Any:
+    """Stream ``request`` and return the final ``BetaMessage``.
+
+    Raises:
+        anthropic.APIStatusError: a non-retryable status, or retries exhausted.
+        anthropic.APIConnectionError: retries exhausted.
+    """
+    for attempt in range(retry.attempts):
+        try:
+            async with client.beta.messages.stream(**request) as stream:
+                return await stream.get_final_message()
+        except anthropic.APIStatusError as err:
+            if err.status_code not in RETRYABLE_STATUS or attempt == retry.attempts - 1:
+                log.error(
+                    "provider_rejected",
+                    agent=agent,
+                    compile_id=compile_id,
+                    status=err.status_code,
+                    error=str(err),
+                )
+                raise
+            log.warning(
+                "provider_retry",
+                agent=agent,
+                compile_id=compile_id,
+                status=err.status_code,
+                attempt=attempt + 1,
+            )
+        except anthropic.APIConnectionError as err:
+            if attempt == retry.attempts - 1:
+                log.error("provider_unreachable", agent=agent, compile_id=compile_id, error=str(err))
+                raise
+            log.warning("provider_retry", agent=agent, compile_id=compile_id, attempt=attempt + 1)
+        await asyncio.sleep(retry.delay(attempt))
+    raise AssertionError("unreachable: the last attempt raises")  # pragma: no cover

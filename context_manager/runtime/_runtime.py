@@ -1,0 +1,158 @@
+"""The runtime: registered agents over one store and one ``anthropic`` async client.
+
+It owns the teller for its agents and installs the teller's strip hook on each agent's context
+manager at registration, beside any observer the host set. A removed agent's late compiles make no
+told state. Ephemeral runs get their own namespace and teller, gone when they end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anthropic
+import structlog
+
+from .._manager import ContextManager
+from .._messages import MessageId, StoredMessage
+from .._results import CompileResult, ThinkingStrip
+from .._store import Store
+from ._agent import Agent
+from ._calls import RetryPolicy
+
+log = structlog.get_logger("context_manager.runtime")
+
+AGENT_NAME_MAX = 64
+"""Agent names are namespaces and appear in every notice line: short and printable."""
+
+
+def check_agent_name(name: object) -> str:
+    """Return ``name`` if it is 1-64 printable characters.
+
+    Raises:
+        ValueError: naming what is wrong.
+    """
+    if not isinstance(name, str) or not 1 <= len(name) <= AGENT_NAME_MAX:
+        raise ValueError(f"agent name must be 1-{AGENT_NAME_MAX} characters, got {name!r}")
+    if not name.isprintable() or name != name.strip():
+        raise ValueError(
+            f"agent name {name!r} has control characters or edge whitespace; use printable text"
+        )
+    return name
+
+
+class Runtime:
+    """Runs registered agents' turns against ``client`` with their transcripts in ``store``."""
+
+    def __init__(
+        self,
+        client: anthropic.AsyncAnthropic,
+        store: Store,
+        *,
+        teller: Any = None,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        from notices import ReasoningLossTeller
+
+        self.client = client
+        self.store = store
+        self.retry = retry or RetryPolicy()
+        self._agents: dict[str, Agent] = {}
+        self.teller = teller if teller is not None else ReasoningLossTeller(self._reader)
+
+    def _reader(self, agent: str, message_id: MessageId) -> StoredMessage:
+        found = self._agents.get(agent)
+        if found is None:
+            raise KeyError(f"agent {agent!r} is not registered")
+        return found.context.get_message(message_id)
+
+    def register(self, agent: Agent) -> Agent:
+        """Open the agent's context (namespace = its name) and hear its strips from now on.
+
+        Raises:
+            ValueError: a bad name, or an agent of that name is already registered.
+        """
+        check_agent_name(agent.name)
+        if agent.name in self._agents:
+            raise ValueError(f"an agent named {agent.name!r} is already registered")
+        self._attach(agent, agent.name, self.teller)
+        self._agents[agent.name] = agent
+        return agent
+
+    def _attach(self, agent: Agent, namespace: str, teller: Any) -> None:
+        from .._audit import warn_if_reasoning_unconfigured
+
+        context = ContextManager.open(
+            self.store,
+            namespace=namespace,
+            binding=agent.binding,
+            strategy=agent.strategy,
+            reasoning=agent.reasoning or None,
+        )
+        agent._runtime = self
+        agent._context = context
+        agent.removed = False
+        agent._teller = teller
+        warn_if_reasoning_unconfigured(agent.name, agent.head, agent.reasoning)
+
+        def hear(strip: ThinkingStrip, key: str) -> None:
+            if agent.removed:
+                return
+            try:
+                agent._deliver(teller.for_strip(agent.name, key, strip, agent.turn_state()))
+            except Exception as err:  # the teller never fails a compile
+                log.error("teller_failed", agent=agent.name, error=repr(err), line="[reasoning]")
+
+        context.on_thinking_strip(hear)
+
+    def remove(self, name: str) -> Agent:
+        """Forget an agent: no told state stays, and its late compiles tell nothing.
+
+        Raises:
+            KeyError: no such agent; the message lists the registered ones.
+        """
+        agent = self._agents.pop(name, None)
+        if agent is None:
+            known = ", ".join(sorted(self._agents)) or "none"
+            raise KeyError(f"no agent {name!r}; registered: {known}")
+        agent.removed = True
+        self.teller.forget(name)
+        return agent
+
+    def agents(self) -> list[Agent]:
+        """Registered agents, in registration order."""
+        return list(self._agents.values())
+
+    @contextlib.asynccontextmanager
+    async def ephemeral(self, agent: Agent) -> AsyncIterator[Agent]:
+        """A one-off run: its own namespace and told state, both gone when the block ends."""
+        from notices import ReasoningLossTeller
+
+        check_agent_name(agent.name)
+        namespace = f"{agent.name}~{uuid.uuid4().hex[:12]}"
+        teller = ReasoningLossTeller(lambda _, mid: agent.context.get_message(mid))
+        self._attach(agent, namespace, teller)
+        try:
+            yield agent
+        finally:
+            agent.removed = True
+            teller.forget(agent.name)
+            self.store.drop_namespace(namespace)
+
+    def _tell_drops(self, agent: Agent, message: Any, result: CompileResult) -> None:
+        """Place the call's drops, release per policy, and tell them (never raises)."""
+        teller = agent._teller or self.teller
+        try:
+            placed = agent.context.place_drops(message, result)
+        except Exception as err:
+            log.error("drop_placement_failed", agent=agent.name, error=repr(err))
+            return
+        if agent.removed:
+            return
+        try:
+            agent._deliver(teller.for_drops(agent.name, result.branch, placed, agent.turn_state()))
+        except Exception as err:
+            log.error("teller_failed", agent=agent.name, error=repr(err), line="[reasoning]")
+
