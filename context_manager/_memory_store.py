@@ -7,9 +7,10 @@ A lock serialises writers so many agents on one event loop (or threads) can shar
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -26,7 +27,7 @@ from ._messages import (
     encode_message,
 )
 from ._store import BindingRecordData, BranchRecord, BranchRef, Lineage, Release
-from ._store_read import select_window
+from ._store_read import check_limit, select_window
 
 
 @attrs.define
@@ -185,6 +186,7 @@ class MemoryStore:
         limit: int | None = None,
         newest_first: bool = False,
     ) -> list[StoredMessage]:
+        check_limit(limit)
         with self._lock:
             space = self._space(namespace)
             segments = []
@@ -199,7 +201,7 @@ class MemoryStore:
                     inclusive=(False, True),
                     reverse=newest_first,
                 )
-                segments.append([index[k] for k in keys])
+                segments.append(map(index.__getitem__, keys))  # lazy: O(limit), not O(n)
             return select_window(segments, kind=kind, limit=limit, newest_first=newest_first)
 
     def last_sequence(self, namespace: str, lineage: Lineage) -> int:
@@ -287,6 +289,12 @@ class MemoryStore:
             if prior is not None and prior.from_block <= from_block:
                 return
             table[message_id] = Release(message_id, from_block, False)
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Group writes (holds the store's lock; memory writes need no commit)."""
+        with self._lock:
+            yield
 
     def close(self) -> None:
         """Nothing to release; present for the ``Store`` contract."""

@@ -29,7 +29,7 @@ from ._messages import (
     encode_message,
 )
 from ._store import BindingRecordData, BranchRecord, BranchRef, Lineage, Release
-from ._store_read import select_window
+from ._store_read import check_limit, select_window
 
 APPLICATION_ID = 0x434D4752
 """``PRAGMA application_id`` marking a file as ours ("CMGR")."""
@@ -115,9 +115,35 @@ class SQLiteStore:
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
+            if self._db.in_transaction:  # inside batch(): a savepoint keeps each write whole
+                self._db.execute("SAVEPOINT write")
+                try:
+                    yield self._db
+                except BaseException:
+                    self._db.execute("ROLLBACK TO write")
+                    self._db.execute("RELEASE write")
+                    raise
+                self._db.execute("RELEASE write")
+                return
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Group many writes into one durable commit (imports, bulk loads).
+
+        Each write inside stays all-or-nothing; the batch commits when the block ends, or rolls
+        back whole if it raises. Other threads wait for the batch to finish.
+        """
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
@@ -301,6 +327,7 @@ class SQLiteStore:
         limit: int | None = None,
         newest_first: bool = False,
     ) -> list[StoredMessage]:
+        check_limit(limit)
         order = "DESC" if newest_first else "ASC"
         segments = []
         for key, top in lineage:

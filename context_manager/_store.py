@@ -9,6 +9,7 @@ sequence, never by scanning a whole history.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
@@ -154,5 +155,7 @@ class Store(Protocol):
     def add_release(
         self, namespace: str, branch: str, message_id: MessageId, from_block: int
     ) -> None: ...
+
+    def batch(self) -> contextlib.AbstractContextManager[None]: ...
 
     def close(self) -> None: ...
