@@ -5,6 +5,7 @@ The public API is re-exported here by name; implementation lives in private modu
 
 from __future__ import annotations
 
+from ._audit import AuditResult, ReasoningPart, UntrustedText, read_reasoning
 from ._content import (
     Block,
     ImageBlock,
@@ -20,6 +21,15 @@ from ._content import (
     blocks_to_wire,
     converter,
 )
+from ._drops import (
+    PlacedDrops,
+    ReplyDrop,
+    RoundDrop,
+    ThinkingDrop,
+    UnplacedDrop,
+    parse_input_transformations,
+    place_thinking_drops,
+)
 from ._errors import (
     BranchExists,
     BranchInUse,
@@ -34,6 +44,8 @@ from ._head import Head, ThinkingBinding
 from ._manager import ContextManager
 from ._memory_store import MemoryStore
 from ._messages import REASONING_LOSS_KIND, MessageId, MessageMeta, StoredMessage
+from ._reasoning_capture import ReasoningCapture, warn_if_reasoning_unconfigured
+from ._reasoning_store import MemoryReasoningStore, ReasoningStore, SQLiteReasoningStore
 from ._results import CompileResult, ProvenanceEntry, Source, ThinkingStrip
 from ._sqlite_store import SQLiteStore
 from ._store import BranchRecord, BranchRef, Store, branch_key
@@ -41,6 +53,7 @@ from ._strategies import Fold, Passthrough, Window, estimate_tokens
 
 __all__ = [
     "REASONING_LOSS_KIND",
+    "AuditResult",
     "Block",
     "BranchExists",
     "BranchInUse",
@@ -53,6 +66,7 @@ __all__ = [
     "Fold",
     "Head",
     "ImageBlock",
+    "MemoryReasoningStore",
     "MemoryStore",
     "MessageId",
     "MessageMeta",
@@ -60,8 +74,15 @@ __all__ = [
     "NotADatabase",
     "OverBudget",
     "Passthrough",
+    "PlacedDrops",
     "ProvenanceEntry",
+    "ReasoningCapture",
+    "ReasoningPart",
+    "ReasoningStore",
     "RedactedThinkingBlock",
+    "ReplyDrop",
+    "RoundDrop",
+    "SQLiteReasoningStore",
     "SQLiteStore",
     "SchemaTooNew",
     "Source",
@@ -70,10 +91,13 @@ __all__ = [
     "TextBlock",
     "ThinkingBinding",
     "ThinkingBlock",
+    "ThinkingDrop",
     "ThinkingStrip",
     "ToolResultBlock",
     "ToolUseBlock",
     "UnknownBlock",
+    "UnplacedDrop",
+    "UntrustedText",
     "Window",
     "block_from_wire",
     "block_to_wire",
@@ -82,4 +106,8 @@ __all__ = [
     "branch_key",
     "converter",
     "estimate_tokens",
+    "parse_input_transformations",
+    "place_thinking_drops",
+    "read_reasoning",
+    "warn_if_reasoning_unconfigured",
 ]

@@ -21,8 +21,15 @@ import structlog
 
 from ._canonical import signature_digest
 from ._chain import CHAIN_SEED, chain_of_messages, feed_block, feed_boundary, seal, wire_content
-from ._content import TextBlock, ToolResultBlock, ToolUseBlock, block_to_wire, is_thinking
-from ._content import signature_of, to_blocks
+from ._content import (
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    block_to_wire,
+    is_thinking,
+    signature_of,
+    to_blocks,
+)
 from ._errors import OverBudget
 from ._head import Head
 from ._messages import MessageId, MessageMeta, StoredMessage
@@ -96,6 +103,7 @@ class _CacheKey:
     system_notices: str
     strategy: Any
     budget: int | None
+    erasures: int
 
 
 class Compiler:
@@ -192,6 +200,7 @@ class Compiler:
             m.binding.system_notices,
             m.strategy,
             budget,
+            m.reasoning.erase_serial() if m.reasoning is not None else 0,
         )
         serial = m.store.change_serial(m.namespace)
         state = self._extend_cached(key, cache_key, serial, ctx, lineage, dry_run)
@@ -219,7 +228,7 @@ class Compiler:
                     state = self._full_render(ctx, lineage, record, serial, start=anchor)
 
         compile_id = f"cmp_{uuid.uuid4().hex[:16]}"
-        request, end_chain = self._request(head, state)
+        body, end_chain = self._request(head, state)
         strip = _strip(state.unreported, record.first_compiled, key, compile_id)
         if not dry_run:
             self._commit(key, record, state, limit is not None)
@@ -230,12 +239,12 @@ class Compiler:
             branch=key,
             compile_id=compile_id,
             dry=dry_run,
-            messages=len(request["messages"]),
+            messages=len(body["messages"]),
             stripped=0 if strip is None else strip.blocks,
         )
         result = CompileResult(
-            request=request,
-            provenance=tuple(state.provenance) + _tail_provenance(request, state),
+            request=body,
+            provenance=tuple(state.provenance) + _tail_provenance(body, state),
             thinking_strip=strip,
             compile_id=compile_id,
             dry=dry_run,
@@ -271,7 +280,7 @@ class Compiler:
             releases=record.releases,
             stamps=self._stamps,
             estimator=m.estimator,
-            resolve=m.resolve_reasoning if m.reasoning is not None else None,
+            resolve=m.resolve_reasoning,
         )
 
     def _window_limit(self, budget: int | None) -> tuple[int, int] | None:
@@ -477,9 +486,7 @@ class Compiler:
     def _head_tokens(self, head: Head) -> int:
         return int(self.manager.estimator({"system": head.system, "tools": list(head.tools)}))
 
-    def _commit(
-        self, key: str, record: BindingRecord, state: RenderState, windowed: bool
-    ) -> None:
+    def _commit(self, key: str, record: BindingRecord, state: RenderState, windowed: bool) -> None:
         m = self.manager
         releases: dict[MessageId, int] = {}
         reported: list[MessageId] = []
@@ -527,7 +534,9 @@ class Compiler:
         """
         m = self.manager
         if not isinstance(result, CompileResult):
-            raise TypeError(f"record_reply needs the CompileResult that produced it, got {result!r}")
+            raise TypeError(
+                f"record_reply needs the CompileResult that produced it, got {result!r}"
+            )
         if result.dry:
             raise ValueError(
                 f"compile {result.compile_id} was a dry run; record replies against a "
@@ -683,8 +692,8 @@ def _inflight_text(window: Sequence[StoredMessage]) -> str:
     for block in last.content:
         if not isinstance(block, ToolResultBlock):
             continue
-        if isinstance(block.content, str):
-            body = block.content
+        if block.content is None or isinstance(block.content, str):
+            body = block.content or ""
         else:
             body = " ".join(b.text for b in block.content if isinstance(b, TextBlock))
         name = names.get(block.tool_use_id, "tool")

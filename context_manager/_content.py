@@ -1,9 +1,11 @@
 """The content model: frozen blocks and their lossless conversion to and from wire dicts.
 
 Invariant: ``blocks_from_wire(blocks_to_wire(x)) == x`` and ``blocks_to_wire(blocks_from_wire(d))
-== d`` for any wire content ``d`` without ``None`` values. Fields a block class does not name are
+== d`` for any wire content ``d`` without ``None`` fields. Fields a block class does not name are
 kept in ``extra`` and written back unchanged; block types this library does not know become
-``UnknownBlock`` and round-trip as they came. ``None`` is never emitted: the API rejects it.
+``UnknownBlock`` and round-trip as they came. A block field that is ``None`` is never emitted (the
+API rejects it); ``None`` nested inside a field's value (a tool input, a citation's
+``document_title``) is data and is kept as it came.
 """
 
 from __future__ import annotations
@@ -57,12 +59,26 @@ class ToolUseBlock:
     extra: dict[str, Any] = attrs.field(factory=dict, converter=_frozen_mapping, kw_only=True)
 
 
+def _tool_result_content(value: object) -> str | tuple[Block, ...] | None:
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, Iterable) and not isinstance(value, Mapping | bytes | bytearray):
+        return tuple(_nested_block(item) for item in value)
+    raise TypeError(f"tool result content {value!r} is neither text nor a list of blocks")
+
+
+def _nested_block(item: object) -> Block:
+    return _structure_block(item) if isinstance(item, Mapping) else to_block(item)
+
+
 @attrs.frozen
 class ToolResultBlock:
-    """The answer to a tool call; ``content`` is text or nested blocks."""
+    """The answer to a tool call; ``content`` is text, nested blocks, or ``None`` (absent)."""
 
     tool_use_id: str
-    content: str | tuple[Block, ...] = ""
+    content: str | tuple[Block, ...] | None = attrs.field(
+        default=None, converter=_tool_result_content
+    )
     is_error: bool | None = None
     extra: dict[str, Any] = attrs.field(factory=dict, converter=_frozen_mapping, kw_only=True)
 
@@ -119,7 +135,7 @@ converter = cattrs.Converter()
 
 def _unstructure_block(block: Block) -> dict[str, Any]:
     if isinstance(block, UnknownBlock):
-        return dict(block.raw)
+        return _without_none_fields(block.raw)
     wire: dict[str, Any] = {"type": _WIRE_TYPE[type(block)]}
     for name in _NAMED_FIELDS[type(block)]:
         value = getattr(block, name)
@@ -128,13 +144,14 @@ def _unstructure_block(block: Block) -> dict[str, Any]:
         if name == "content" and isinstance(value, tuple):
             value = [_unstructure_block(inner) for inner in value]
         wire[name] = value
-    wire.update(block.extra)
+    wire.update(_without_none_fields(block.extra))
     return wire
 
 
 def _structure_block(wire: Any, _: Any = None) -> Block:
     if not isinstance(wire, Mapping):
         raise TypeError(f"content block must be a dict with a 'type', got {wire!r}")
+    wire = _without_none_fields(wire)
     kind = wire.get("type")
     cls = _CLASS_BY_WIRE_TYPE.get(kind) if isinstance(kind, str) else None
     if cls is None:
@@ -142,19 +159,17 @@ def _structure_block(wire: Any, _: Any = None) -> Block:
     named = _NAMED_FIELDS[cls]
     try:
         kwargs: dict[str, Any] = {name: wire[name] for name in named if name in wire}
-        if cls is ToolResultBlock and isinstance(kwargs.get("content"), list):
-            kwargs["content"] = tuple(_structure_block(inner) for inner in kwargs["content"])
         extra = {k: v for k, v in wire.items() if k != "type" and k not in named}
         return cls(**kwargs, extra=extra)  # type: ignore[no-any-return]
     except TypeError:
         # A known type missing a required field: keep it verbatim rather than lose it.
-        return UnknownBlock(raw=dict(wire))
+        return UnknownBlock(raw=wire)
 
 
 for _cls in (*_WIRE_TYPE, UnknownBlock):
     converter.register_unstructure_hook(_cls, _unstructure_block)
     converter.register_structure_hook(_cls, _structure_block)
-converter.register_structure_hook(Block, _structure_block)  # type: ignore[arg-type]
+converter.register_structure_hook(Block, _structure_block)
 
 
 def block_to_wire(block: Block) -> dict[str, Any]:
@@ -181,10 +196,12 @@ def to_block(item: object) -> Block:
     if isinstance(item, Mapping):
         if not isinstance(item.get("type"), str):
             raise TypeError(f"content item {item!r} has no string 'type'")
-        return _structure_block(_drop_none(item))
+        return _structure_block(item)
     dump = getattr(item, "model_dump", None)
     if callable(dump):
-        wire = dump(mode="json", exclude_none=True)
+        # exclude_unset, not exclude_none: a null the API sent inside a field (a citation's
+        # document_title) is required on the way back; null block fields are dropped below.
+        wire = dump(mode="json", by_alias=True, exclude_unset=True)
         if isinstance(wire, Mapping) and isinstance(wire.get("type"), str):
             return _structure_block(wire)
     raise TypeError(
@@ -203,7 +220,9 @@ def to_blocks(content: object) -> tuple[Block, ...]:
     """
     if isinstance(content, str):
         return (TextBlock(content),)
-    if isinstance(content, _BLOCK_CLASSES) or isinstance(content, Mapping):
+    if isinstance(content, bytes | bytearray):
+        raise TypeError(f"content {content!r} is bytes; decode it to text or send an image block")
+    if isinstance(content, (*_BLOCK_CLASSES, Mapping)):
         return (to_block(content),)
     inner = getattr(content, "content", None)
     if inner is not None and hasattr(content, "role") and not isinstance(content, Mapping):
@@ -223,12 +242,9 @@ def blocks_from_wire(wire: Iterable[Mapping[str, Any]]) -> tuple[Block, ...]:
     return tuple(_structure_block(w) for w in wire)
 
 
-def _drop_none(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {k: _drop_none(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list):
-        return [_drop_none(v) for v in value]
-    return value
+def _without_none_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """A block's fields without the ``None`` ones (one level: nested values are data)."""
+    return {k: v for k, v in fields.items() if v is not None}
 
 
 def is_thinking(block: Block) -> bool:

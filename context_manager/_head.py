@@ -22,6 +22,14 @@ def _tools(value: Sequence[Mapping[str, Any]] | None) -> tuple[dict[str, Any], .
     return tuple(dict(t) for t in (value or ()))
 
 
+def _system(
+    value: str | Sequence[Mapping[str, Any]] | None,
+) -> str | tuple[dict[str, Any], ...] | None:
+    if value is None or isinstance(value, str):
+        return value
+    return tuple(dict(block) for block in value)
+
+
 def _settings(value: Mapping[str, Any] | None) -> dict[str, Any]:
     return dict(value or {})
 
@@ -38,10 +46,7 @@ class Head:
     """
 
     model: str
-    system: str | tuple[dict[str, Any], ...] | None = attrs.field(
-        default=None,
-        converter=lambda v: v if v is None or isinstance(v, str) else tuple(dict(b) for b in v),
-    )
+    system: str | tuple[dict[str, Any], ...] | None = attrs.field(default=None, converter=_system)
     tools: tuple[dict[str, Any], ...] = attrs.field(factory=tuple, converter=_tools)
     settings: dict[str, Any] = attrs.field(factory=dict, converter=_settings)
     digests: dict[str, str] = attrs.field(init=False, eq=False, repr=False)
@@ -58,7 +63,9 @@ class Head:
             try:
                 out[name] = digest(values[name])
             except ValueError as err:
-                raise ValueError(f"head component {name!r} is not JSON-serialisable: {err}") from err
+                raise ValueError(
+                    f"head component {name!r} is not JSON-serialisable: {err}"
+                ) from err
         object.__setattr__(self, "digests", out)
 
     @property
@@ -93,8 +100,6 @@ class ThinkingBinding:
         return HEAD_COMPONENTS if self.binds_settings else HEAD_COMPONENTS[:3]
 
 
-def changed_components(
-    stamped: Mapping[str, str], current: Mapping[str, str]
-) -> tuple[str, ...]:
+def changed_components(stamped: Mapping[str, str], current: Mapping[str, str]) -> tuple[str, ...]:
     """Components whose digests differ, in ``HEAD_COMPONENTS`` order."""
     return tuple(name for name in HEAD_COMPONENTS if stamped.get(name) != current.get(name))

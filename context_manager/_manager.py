@@ -18,7 +18,7 @@ from ._content import Block, to_blocks
 from ._errors import BranchExists, BranchInUse, BranchNotFound
 from ._head import ThinkingBinding
 from ._messages import MessageId, MessageMeta, Role, StoredMessage, check_role, coerce_meta
-from ._store import BranchRecord, BranchRef, Lineage, Store, branch_key
+from ._store import BranchRecord, BranchRef, Lineage, Store
 
 log = structlog.get_logger("context_manager")
 
@@ -278,6 +278,31 @@ class ContextManager:
         self.store.add_release(self.namespace, self._branch.key, message_id, from_block)
         self._compiler.invalidate(self._branch.key)
 
+    def place_drops(self, response: object, result: Any, *, rounds: Sequence[object] = ()) -> Any:
+        """Place a response's dropped thinking and release what will never verify again.
+
+        Args:
+            response: the SDK message, a dict, or the ``input_transformations`` list.
+            result: the ``CompileResult`` whose request was sent.
+            rounds: the messages sent after the compiled ones (a multi-round stream).
+
+        Returns:
+            ``PlacedDrops`` (``context_manager._drops``). Prefix, organization and end-user
+            drops are released on ``result.branch`` from their block on; model drops are kept.
+        """
+        from ._drops import parse_input_transformations, place_thinking_drops
+
+        placed = place_thinking_drops(
+            parse_input_transformations(response),
+            result.provenance,
+            rounds,
+            find_signature=lambda digest: self.store.find_signature(self.namespace, digest),
+        )
+        for message_id, block in placed.releases():
+            self.store.add_release(self.namespace, result.branch, message_id, block)
+        self._compiler.invalidate(result.branch)
+        return placed
+
     # reasoning sidecar hooks (see ReasoningCapture)
     def capture_reasoning(self, blocks: tuple[Block, ...], result: Any) -> tuple[Block, ...]:
         """The reply's blocks as stored: readable thinking moved to the sidecar (fail-closed)."""
@@ -289,6 +314,8 @@ class ContextManager:
     def resolve_reasoning(self, block: Block) -> Block | None:
         """A stored thinking block as it was sent, or ``None`` when its text cannot be had."""
         if self.reasoning is None:
-            return block
+            from ._reasoning_capture import resolve_without_sidecar
+
+            return resolve_without_sidecar(block)
         resolved: Block | None = self.reasoning.resolve(self.namespace, block)
         return resolved

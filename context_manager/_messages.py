@@ -8,11 +8,13 @@ message was written on (a fork sees it through its lineage).
 from __future__ import annotations
 
 import datetime as dt
+import json
+from collections.abc import Sequence
 from typing import Any, Literal, TypeAlias
 
 import attrs
 
-from ._content import Block
+from ._content import Block, block_to_wire, blocks_from_wire
 
 MessageId: TypeAlias = str
 """Unique in a store."""
@@ -30,7 +32,7 @@ def _dict(value: dict[str, Any] | None) -> dict[str, Any]:
 
 @attrs.frozen
 class MessageMeta:
-    """What a message is beside its content: notices carry ``system_notice``, ``kind``, ``target``."""
+    """What a message is beside its content; notices set ``system_notice``, ``kind``, ``target``."""
 
     system_notice: bool = False
     kind: str | None = None
@@ -98,4 +100,37 @@ def check_role(role: object) -> Role:
     """
     if role not in ROLES:
         raise ValueError(f"unknown role {role!r}; expected one of {', '.join(ROLES)}")
-    return role  # type: ignore[return-value]
+    return role
+
+
+def encode_message(content: Sequence[Block], metadata: MessageMeta) -> tuple[str, str]:
+    """The JSON text every store keeps for ``content`` and ``metadata``.
+
+    Both stores go through this (and ``decode_message``), so what a store hands back is what
+    SQLite would read from disk, whichever store it is.
+
+    Raises:
+        TypeError: a block or the metadata holds a value JSON cannot carry; the message names it.
+    """
+    wire = [block_to_wire(block) for block in content]
+    try:
+        text = json.dumps(wire, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as err:
+        for index, (block, item) in enumerate(zip(content, wire, strict=True)):
+            try:
+                json.dumps(item, allow_nan=False)
+            except (TypeError, ValueError) as inner:
+                raise TypeError(
+                    f"content block {index} ({block!r}) is not JSON-serialisable: {inner}"
+                ) from inner
+        raise TypeError(f"content is not JSON-serialisable: {err}") from err
+    try:
+        meta = json.dumps(metadata.to_json(), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as err:
+        raise TypeError(f"metadata {metadata!r} is not JSON-serialisable: {err}") from err
+    return text, meta
+
+
+def decode_message(content: str, metadata: str) -> tuple[tuple[Block, ...], MessageMeta]:
+    """The blocks and metadata ``encode_message`` wrote."""
+    return blocks_from_wire(json.loads(content)), MessageMeta.from_json(json.loads(metadata))

@@ -171,7 +171,12 @@ def judge_thinking(
 
 def _synthetic_results(open_ids: Mapping[str, str]) -> list[dict[str, Any]]:
     return [
-        {"type": "tool_result", "tool_use_id": tid, "content": MISSING_RESULT_TEXT, "is_error": True}
+        {
+            "type": "tool_result",
+            "tool_use_id": tid,
+            "content": MISSING_RESULT_TEXT,
+            "is_error": True,
+        }
         for tid in open_ids
     ]
 
@@ -256,7 +261,9 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
     role = rendered_role(message, state, ctx)
     notice = message.role == "system" or message.metadata.system_notice
     if not state.messages and role != "user":
-        _push(state, ctx, "user", [{"type": "text", "text": OMITTED_HISTORY_TEXT}], "synthetic", None)
+        _push(
+            state, ctx, "user", [{"type": "text", "text": OMITTED_HISTORY_TEXT}], "synthetic", None
+        )
     if state.open_tool_uses and role != "user":
         _push(state, ctx, "user", _synthetic_results(state.open_tool_uses), "synthetic", None)
         state.open_tool_uses = {}
@@ -297,6 +304,9 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
             if message.role != "assistant":
                 log.info("thinking_outside_reply_left_out", message_id=message.id, block=index)
                 continue
+            release = ctx.releases.get(message.id)
+            if release is not None and release.reported and index >= release.from_block:
+                continue  # released and reported: never sent, never asked of the sidecar again
             resolved = ctx.resolve(block) if ctx.resolve is not None else block
             if resolved is None:
                 state.unreported.append(StripEntry(message.id, index, "unstamped"))
@@ -329,9 +339,7 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
     if kept:
         state.chain = chain
         kind: ProvenanceKind = "notice" if notice else "message"
-        _attach(
-            state, ctx, role, kept, kind, Source(message.id, mapping, signatures), merging
-        )
+        _attach(state, ctx, role, kept, kind, Source(message.id, mapping, signatures), merging)
     tokens = ctx.estimator({"role": role, "content": kept}) if kept else 0
     state.spans.append(Span(message.sequence, tokens, is_clean_start(message)))
 
@@ -341,4 +349,3 @@ def close_tool_round(state: RenderState) -> list[dict[str, Any]]:
     if not state.open_tool_uses:
         return []
     return [{"role": "user", "content": _synthetic_results(state.open_tool_uses)}]
-

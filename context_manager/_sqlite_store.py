@@ -91,9 +91,12 @@ class SQLiteStore:
 
     def _open(self) -> None:
         try:
-            app_id = self._db.execute("PRAGMA application_id").fetchone()[0]
-            version = self._db.execute("PRAGMA user_version").fetchone()[0]
-            tables = self._db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+            # One statement, one snapshot: another process may be migrating the file right now.
+            app_id, version, tables = self._db.execute(
+                "SELECT (SELECT application_id FROM pragma_application_id()), "
+                "(SELECT user_version FROM pragma_user_version()), "
+                "(SELECT count(*) FROM sqlite_master)"
+            ).fetchone()
         except sqlite3.DatabaseError as err:
             raise NotADatabase(self.path, str(err)) from err
         if app_id != APPLICATION_ID and (tables or version):

@@ -13,6 +13,16 @@ from collections.abc import Iterable
 from ._messages import StoredMessage
 
 
+def check_limit(limit: int | None) -> None:
+    """Refuse a negative ``limit`` (``0`` reads nothing, ``None`` reads all).
+
+    Raises:
+        ValueError: naming the limit.
+    """
+    if limit is not None and limit < 0:
+        raise ValueError(f"limit must be None or at least 0, got {limit!r}")
+
+
 def select_window(
     segments: Iterable[Iterable[StoredMessage]],
     *,
@@ -20,9 +30,12 @@ def select_window(
     limit: int | None,
     newest_first: bool,
 ) -> list[StoredMessage]:
-    """Merge ``segments`` (each ordered the same way) by sequence, keep ``kind``, cut at ``limit``."""
-    merged = heapq.merge(*segments, key=lambda m: m.sequence, reverse=newest_first)
+    """Merge ``segments`` (each ordered alike) by sequence, keep ``kind``, cut at ``limit``."""
+    check_limit(limit)
     out: list[StoredMessage] = []
+    if limit == 0:
+        return out
+    merged = heapq.merge(*segments, key=lambda m: m.sequence, reverse=newest_first)
     for message in merged:
         if kind is not None and message.metadata.kind != kind:
             continue

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -93,7 +94,8 @@ def test_nothing_changed_keeps_every_block_and_compiles_to_identical_bytes_twice
     second = cm.compile(HEAD)
     assert json.dumps(first.request, sort_keys=True) == json.dumps(second.request, sort_keys=True)
     assert thinking_count(first) == 2
-    assert first.thinking_strip is None and second.thinking_strip is None
+    assert first.thinking_strip is None
+    assert second.thinking_strip is None
 
 
 def test_a_tool_change_strips_every_earlier_reply_once_and_later_replies_keep_theirs(
@@ -149,7 +151,9 @@ def test_a_settings_only_change_strips_nothing_by_default(cm: ContextManager) ->
 
 
 def test_a_settings_change_strips_when_settings_are_bound(any_store: Store) -> None:
-    cm = ContextManager.open(any_store, namespace="ada", binding=ThinkingBinding(binds_settings=True))
+    cm = ContextManager.open(
+        any_store, namespace="ada", binding=ThinkingBinding(binds_settings=True)
+    )
     _, r1 = turn(cm, HEAD, "one", "first")
     cm.add_message("user", "two")
     result = cm.compile(attrs.evolve(HEAD, settings={**HEAD.settings, "max_tokens": 999}))
@@ -241,7 +245,8 @@ def test_a_fork_inherits_its_parents_releases_and_renders_exactly_what_the_paren
     cm.release_thinking(r1)
     cm.add_message("user", "three")
     parent = cm.compile(HEAD)
-    assert parent.thinking_strip is not None and parent.thinking_strip.replies[0] == r1
+    assert parent.thinking_strip is not None
+    assert parent.thinking_strip.replies[0] == r1
     cm.fork("child")
     child = cm.compile(HEAD)
     assert child.request["messages"] == parent.request["messages"]
@@ -257,7 +262,8 @@ def test_a_dry_compile_reports_records_nothing_tells_no_one_and_the_next_commit_
     changed = attrs.evolve(HEAD, tools=[])
     dry = cm.compile(changed, dry_run=True)
     assert dry.dry
-    assert dry.thinking_strip is not None and dry.thinking_strip.replies == (r1,)
+    assert dry.thinking_strip is not None
+    assert dry.thinking_strip.replies == (r1,)
     assert seen == []
     with pytest.raises(ValueError, match="dry run"):
         cm.record_reply(reply("x"), dry)
@@ -294,7 +300,8 @@ def test_an_observer_that_raises_never_fails_the_compile_and_the_others_still_ru
     assert result.thinking_strip is not None
     assert len(seen) == 1
     failures = [e for e in logs if e["event"] == "strip_observer_failed"]
-    assert len(failures) == 1 and "observer down" in failures[0]["error"]
+    assert len(failures) == 1
+    assert "observer down" in failures[0]["error"]
 
 
 def test_interleaved_thinking_is_judged_block_by_block_from_the_first_invalid_one_on(
@@ -340,7 +347,10 @@ def test_a_thinking_block_with_an_empty_signature_is_stored_logged_and_never_sen
     result = cm.compile(HEAD)
     with capture_logs() as logs:
         rid = cm.record_reply(
-            [{"type": "thinking", "thinking": "hm", "signature": ""}, {"type": "text", "text": "a"}],
+            [
+                {"type": "thinking", "thinking": "hm", "signature": ""},
+                {"type": "text", "text": "a"},
+            ],
             result,
         )
     assert any(e["event"] == "thinking_unsigned" for e in logs)
@@ -369,7 +379,9 @@ def test_after_reopening_the_sqlite_store_the_next_compile_is_byte_identical(
     cm.add_message("user", "last")
     before = cm.compile(HEAD)
     store.close()
-    reopened = ContextManager.open(SQLiteStore(path), namespace="ada", strategy=Window(max_tokens=400))
+    reopened = ContextManager.open(
+        SQLiteStore(path), namespace="ada", strategy=Window(max_tokens=400)
+    )
     after = reopened.compile(HEAD)
     assert json.dumps(after.request, sort_keys=True) == json.dumps(before.request, sort_keys=True)
     assert after.thinking_strip is None
@@ -399,7 +411,10 @@ def test_rendering_merges_same_role_messages_and_leaves_out_empty_ones(
     cm.add_message("user", "two")
     request = cm.compile(HEAD).request
     assert request["messages"] == [
-        {"role": "user", "content": [{"type": "text", "text": "one"}, {"type": "text", "text": "two"}]}
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "one"}, {"type": "text", "text": "two"}],
+        }
     ]
 
 
@@ -411,7 +426,10 @@ def test_system_notices_render_as_user_text_or_system_messages(any_store: Store)
     assert as_user.compile(HEAD).request["messages"] == [
         {
             "role": "user",
-            "content": [{"type": "text", "text": "hi"}, {"type": "text", "text": "[reasoning] ada: note"}],
+            "content": [
+                {"type": "text", "text": "hi"},
+                {"type": "text", "text": "[reasoning] ada: note"},
+            ],
         }
     ]
     as_system = ContextManager.open(
@@ -420,7 +438,10 @@ def test_system_notices_render_as_user_text_or_system_messages(any_store: Store)
     as_system.add_message("user", "hi")
     as_system.add_message("system", "[reasoning] ada: note", metadata=notice)
     messages = as_system.compile(HEAD).request["messages"]
-    assert messages[1] == {"role": "system", "content": [{"type": "text", "text": "[reasoning] ada: note"}]}
+    assert messages[1] == {
+        "role": "system",
+        "content": [{"type": "text", "text": "[reasoning] ada: note"}],
+    }
 
 
 def test_a_tool_use_without_a_stored_result_is_answered_so_the_request_stays_valid(
@@ -477,7 +498,9 @@ def test_a_fold_never_cuts_inside_a_tool_round_and_uses_the_simple_shape_mid_rou
     any_store: Store,
 ) -> None:
     cm = ContextManager.open(
-        any_store, namespace="ada", strategy=Fold(lambda m: "summary", trigger_tokens=60, keep_tokens=40)
+        any_store,
+        namespace="ada",
+        strategy=Fold(lambda m: "summary", trigger_tokens=60, keep_tokens=40),
     )
     cm.add_message("user", "please read the log " + "x" * 200)
     first = cm.compile(HEAD)
@@ -502,8 +525,8 @@ async def test_an_async_summarizer_works_through_compile_async(any_store: Store)
     cm.add_message("user", "a long question " + "y" * 200)
     result = await cm.compile_async(HEAD)
     assert result.request["messages"][0]["content"][0]["text"].endswith("async summary")
+    cm.add_message("user", "more " + "z" * 300)
     with pytest.raises(TypeError, match="compile_async"):
-        cm.add_message("user", "more " + "z" * 300)
         cm.compile(HEAD)
 
 
@@ -514,7 +537,7 @@ def test_a_window_keeps_a_byte_stable_prefix_between_jumps(cm: ContextManager) -
         result, _ = turn(cm, HEAD, f"question {n} " + "q" * 30, f"answer {n}")
         firsts.append(json.dumps(result.request["messages"][0]))
         assert result.tokens <= 600 + 200
-    jumps = sum(1 for a, b in zip(firsts, firsts[1:], strict=False) if a != b)
+    jumps = sum(1 for a, b in itertools.pairwise(firsts) if a != b)
     assert 1 <= jumps <= 12
 
 

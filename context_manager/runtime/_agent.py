@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import structlog
 
-from .._content import TextBlock, ToolResultBlock, ToolUseBlock, to_blocks
-from .._head import Head, ThinkingBinding
-from .._manager import ContextManager
-from .._messages import REASONING_LOSS_KIND, MessageId, MessageMeta
-from .._strategies import Passthrough, Strategy
+from context_manager._content import TextBlock, ToolResultBlock, ToolUseBlock, to_blocks
+from context_manager._head import Head, ThinkingBinding
+from context_manager._manager import ContextManager
+from context_manager._messages import REASONING_LOSS_KIND, MessageId, MessageMeta
+from context_manager._strategies import Passthrough, Strategy
+
 from ._calls import stream_call
 from ._tools import ToolCall, ToolFunction, run_tool
 
@@ -165,7 +166,9 @@ class Agent:
                     self.context.add_message(
                         "user",
                         [
-                            ToolResultBlock(tool_use_id=c.id, content=INTERRUPTED_TEXT, is_error=True)
+                            ToolResultBlock(
+                                tool_use_id=c.id, content=INTERRUPTED_TEXT, is_error=True
+                            )
                             for c in open_calls
                         ],
                     )

@@ -69,7 +69,9 @@ async def stream_call(
             )
         except anthropic.APIConnectionError as err:
             if attempt == retry.attempts - 1:
-                log.error("provider_unreachable", agent=agent, compile_id=compile_id, error=str(err))
+                log.error(
+                    "provider_unreachable", agent=agent, compile_id=compile_id, error=str(err)
+                )
                 raise
             log.warning("provider_retry", agent=agent, compile_id=compile_id, attempt=attempt + 1)
         await asyncio.sleep(retry.delay(attempt))

@@ -15,10 +15,11 @@ from typing import Any
 import anthropic
 import structlog
 
-from .._manager import ContextManager
-from .._messages import MessageId, StoredMessage
-from .._results import CompileResult, ThinkingStrip
-from .._store import Store
+from context_manager._manager import ContextManager
+from context_manager._messages import MessageId, StoredMessage
+from context_manager._results import CompileResult, ThinkingStrip
+from context_manager._store import Store
+
 from ._agent import Agent
 from ._calls import RetryPolicy
 
@@ -82,7 +83,7 @@ class Runtime:
         return agent
 
     def _attach(self, agent: Agent, namespace: str, teller: Any) -> None:
-        from .._audit import warn_if_reasoning_unconfigured
+        from context_manager._audit import warn_if_reasoning_unconfigured
 
         context = ContextManager.open(
             self.store,
@@ -155,4 +156,3 @@ class Runtime:
             agent._deliver(teller.for_drops(agent.name, result.branch, placed, agent.turn_state()))
         except Exception as err:
             log.error("teller_failed", agent=agent.name, error=repr(err), line="[reasoning]")
-

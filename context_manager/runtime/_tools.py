@@ -15,7 +15,14 @@ from typing import Any, TypeAlias
 import attrs
 import structlog
 
-from .._content import Block, ImageBlock, TextBlock, ToolResultBlock, ToolUseBlock, to_block
+from context_manager._content import (
+    Block,
+    ImageBlock,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    to_block,
+)
 
 log = structlog.get_logger("context_manager.runtime")
 

@@ -1,0 +1,64 @@
+"""Request intake: parsing a body, SDK keyword arguments to a wire body, fresh ids.
+
+Pure functions (``new_id`` draws randomness). A wire body is what the SDK would send: plain JSON
+values, ``betas`` moved out to the header.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from context_manager._content import block_to_wire, to_block
+
+from ._errors import InvalidRequest
+
+ID_BYTES = 12
+"""Random bytes in generated message, tool-use and request ids."""
+
+
+def new_id(prefix: str) -> str:
+    """A fresh id like the API's (``msg_...``, ``toolu_...``, ``req_...``)."""
+    return f"{prefix}_sim{secrets.token_hex(ID_BYTES)}"
+
+
+def split_betas(request: Mapping[str, Any]) -> tuple[dict[str, Any], frozenset[str]]:
+    """A request given as SDK keyword arguments: the wire body and its ``betas`` (a header).
+
+    Content items that are SDK models (``message.to_param()``) or ``context_manager`` blocks
+    become wire dicts, as the SDK would send them.
+    """
+    body = {k: v for k, v in request.items() if k != "betas"}
+    messages = body.get("messages")
+    if isinstance(messages, list | tuple):
+        body["messages"] = [_wire_message(m) for m in messages]
+    return body, frozenset(str(b) for b in request.get("betas", ()))
+
+
+def _wire_message(message: Any) -> Any:
+    if not isinstance(message, Mapping):
+        return message
+    content = message.get("content")
+    if isinstance(content, str) or not isinstance(content, Iterable):
+        return dict(message)
+    items = [
+        item if isinstance(item, Mapping) else block_to_wire(to_block(item)) for item in content
+    ]
+    return {**message, "content": items}
+
+
+def parse_body(body: bytes) -> dict[str, Any]:
+    """The JSON object of a request body.
+
+    Raises:
+        InvalidRequest: the body is not JSON, or not a JSON object.
+    """
+    try:
+        parsed = json.loads(body)
+    except (UnicodeDecodeError, ValueError) as err:
+        raise InvalidRequest(f"There was an error parsing the body: {err}") from err
+    if not isinstance(parsed, dict):
+        raise InvalidRequest("the request body must be a JSON object")
+    return parsed

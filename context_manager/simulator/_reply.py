@@ -1,0 +1,226 @@
+"""Turning a script's answer into a signed reply message: blocks, signatures, usage, stop reason.
+
+Pure functions. A reply's signed blocks are bound, in order, to the request as the model saw it
+(dropped blocks removed) then the reply's earlier blocks exactly as returned, so a client that
+sends the reply back unchanged gets every block verified. Nothing returned carries a ``None``
+inside its content (a client echoing it back would be refused).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeAlias
+
+from context_manager._canonical import canonical_json
+from context_manager._content import (
+    Block,
+    TextBlock,
+    ThinkingBlock,
+    ToolUseBlock,
+    block_to_wire,
+    to_block,
+)
+
+from ._api import REDACTED_THINKING, SIGNED_TYPES, THINKING
+from ._canon import chain_step
+from ._errors import ScriptFailed
+from ._sign import Binding, sign
+
+Script: TypeAlias = Callable[[dict[str, Any]], Iterable[Any]]
+"""``script(request) -> reply blocks``: wire dicts, ``context_manager`` blocks, SDK blocks or
+strings (a string is a text block). ``request`` is the body as the model sees it."""
+
+CHARS_PER_TOKEN = 4
+"""The usage estimate's ratio: about four characters of canonical JSON per token."""
+
+SNIPPET_CHARS = 60
+"""How much of the user's words the default script quotes."""
+
+REPLY_ROLE = "assistant"
+THINKING_ON = frozenset({"enabled", "adaptive"})
+"""``thinking.type`` values under which a reply may carry thinking blocks."""
+
+_UNSIGNED = ""
+
+
+def last_user_text(request: Mapping[str, Any]) -> str | None:
+    """The text of the newest user message's text blocks, or ``None`` when it has none."""
+    for message in reversed(request.get("messages", [])):
+        if message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            return content
+        texts = [b.get("text", "") for b in content if b.get("type") == "text"]
+        return " ".join(texts) if texts else None
+    return None
+
+
+def default_script(request: dict[str, Any]) -> list[Block]:
+    """Think one line, answer one line, both quoting the newest user words."""
+    said = last_user_text(request)
+    if said is None:
+        return [ThinkingBlock("The tool results are in.", _UNSIGNED), TextBlock("Done.")]
+    snippet = " ".join(said.split())[:SNIPPET_CHARS]
+    return [
+        ThinkingBlock(f"The user wrote: {snippet}", _UNSIGNED),
+        TextBlock(f"You said: {snippet}"),
+    ]
+
+
+def to_reply_block(item: Any, new_id: Callable[[str], str]) -> dict[str, Any]:
+    """One script item as a wire dict, ready for signing.
+
+    A thinking block needs only its text (``signature`` is filled in later); a ``tool_use`` block
+    with no (or an empty) ``id`` gets one from ``new_id("toolu")``.
+
+    Raises:
+        ScriptFailed: ``item`` is not reply content.
+    """
+    if isinstance(item, str):
+        return {"type": "text", "text": item}
+    if isinstance(item, Mapping):
+        raw = dict(item)
+        kind = raw.get("type")
+        if kind == THINKING:
+            raw.setdefault("signature", _UNSIGNED)
+            raw.setdefault("thinking", "")
+        elif kind == REDACTED_THINKING:
+            raw.setdefault("data", _UNSIGNED)
+        elif kind == "tool_use":
+            raw.setdefault("input", {})
+            if not raw.get("id"):
+                raw["id"] = new_id("toolu")
+        item = raw
+    try:
+        block = to_block(item)
+    except TypeError as err:
+        raise ScriptFailed(str(err)) from err
+    if isinstance(block, ToolUseBlock) and not block.id:
+        block = ToolUseBlock(new_id("toolu"), block.name, block.input, extra=block.extra)
+    return block_to_wire(block)
+
+
+def run_script(script: Script, request: dict[str, Any], new_id: Callable[[str], str]) -> list[Any]:
+    """Call ``script`` and convert its answer to wire dicts.
+
+    Raises:
+        ScriptFailed: the script raised or answered something that is not reply content.
+    """
+    try:
+        items = list(script(request))
+    except Exception as err:
+        raise ScriptFailed(f"{type(err).__name__}: {err}") from err
+    return [to_reply_block(item, new_id) for item in items]
+
+
+def thinking_on(request: Mapping[str, Any]) -> bool:
+    """True when the request enables thinking (only then may a reply carry thinking blocks)."""
+    thinking = request.get("thinking")
+    return isinstance(thinking, Mapping) and thinking.get("type") in THINKING_ON
+
+
+def display_omitted(request: Mapping[str, Any]) -> bool:
+    """True when the request asks for thinking text to be omitted (only the signature returns)."""
+    thinking = request.get("thinking")
+    return isinstance(thinking, Mapping) and thinking.get("display") == "omitted"
+
+
+def sign_reply(
+    blocks: Iterable[dict[str, Any]],
+    *,
+    key: bytes,
+    family: str,
+    head: str,
+    chain: bytes,
+    omit_text: bool,
+) -> list[dict[str, Any]]:
+    """Sign every thinking / redacted block of a reply, each bound to what precedes it.
+
+    Args:
+        blocks: the reply's wire blocks in order.
+        key: the simulator's key.
+        family: the requested model's family.
+        head: the request's bound-head digest.
+        chain: the chain value after the request's messages as the model saw them.
+        omit_text: return thinking text as ``""`` (``display: "omitted"``).
+
+    Returns:
+        The blocks as returned, signatures filled in.
+    """
+    out: list[dict[str, Any]] = []
+    for block in blocks:
+        binding = Binding(family, head, chain, REPLY_ROLE)
+        if block.get("type") == THINKING:
+            text = "" if omit_text else str(block.get("thinking", ""))
+            signature = sign(key, binding, block_type=THINKING, own_text=text)
+            block = {**block, "thinking": text, "signature": signature}
+        elif block.get("type") == REDACTED_THINKING:
+            block = {**block, "data": sign(key, binding, block_type=REDACTED_THINKING, own_text="")}
+        out.append(block)
+        chain = chain_step(chain, REPLY_ROLE, block)
+    return out
+
+
+def estimate_tokens(value: Any) -> int:
+    """About one token per four characters of ``value``'s canonical JSON (at least 1)."""
+    return max(1, math.ceil(len(canonical_json(value)) / CHARS_PER_TOKEN))
+
+
+def input_tokens(request: Mapping[str, Any]) -> int:
+    """Input tokens of the request as the model saw it (dropped blocks already removed)."""
+    seen = {name: request[name] for name in ("system", "tools", "messages") if name in request}
+    return estimate_tokens(seen)
+
+
+def output_tokens(content: Iterable[Mapping[str, Any]]) -> int:
+    """Output tokens of the reply content; signatures are not counted (they are not output)."""
+    unsigned = [
+        {
+            k: v
+            for k, v in block.items()
+            if not (k == "signature" or (k == "data" and block.get("type") == REDACTED_THINKING))
+        }
+        for block in content
+    ]
+    return estimate_tokens(unsigned)
+
+
+def stop_reason(content: Iterable[Mapping[str, Any]]) -> str:
+    """``"tool_use"`` when the reply calls a tool, else ``"end_turn"``."""
+    return "tool_use" if any(b.get("type") == "tool_use" for b in content) else "end_turn"
+
+
+def message_dict(
+    *,
+    message_id: str,
+    model: str,
+    content: list[dict[str, Any]],
+    usage_in: int,
+    transformations: list[Any] | None,
+) -> dict[str, Any]:
+    """The Messages API reply object (``input_transformations`` only when not ``None``)."""
+    message: dict[str, Any] = {
+        "id": message_id,
+        "type": "message",
+        "role": REPLY_ROLE,
+        "model": model,
+        "content": content,
+        "stop_reason": stop_reason(content),
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": usage_in,
+            "output_tokens": output_tokens(content),
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+        },
+    }
+    if transformations is not None:
+        message["input_transformations"] = transformations
+    return message
+
+
+def is_signed(block: Mapping[str, Any]) -> bool:
+    """True for ``thinking`` and ``redacted_thinking`` wire blocks."""
+    return block.get("type") in SIGNED_TYPES

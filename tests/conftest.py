@@ -1,0 +1,39 @@
+"""Shared fixtures: one behavioural suite runs against every store, and global state is reset.
+
+``store`` is parametrized over ``MemoryStore`` and ``SQLiteStore`` (a file in ``tmp_path``, closed
+at teardown), so a test written once proves both stores behave the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import structlog
+
+from context_manager import MemoryStore, SQLiteStore, Store
+
+
+@pytest.fixture(autouse=True)
+def _reset_structlog() -> Iterator[None]:
+    """Every test starts and ends with structlog's default configuration."""
+    structlog.reset_defaults()
+    yield
+    structlog.reset_defaults()
+
+
+@pytest.fixture
+def sqlite_path(tmp_path: Path) -> Path:
+    """Where a test's SQLite store lives (the file does not exist yet)."""
+    return tmp_path / "agent.db"
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store(request: pytest.FixtureRequest, sqlite_path: Path) -> Iterator[Store]:
+    """A fresh, empty store of each kind."""
+    made: Store = MemoryStore() if request.param == "memory" else SQLiteStore(sqlite_path)
+    try:
+        yield made
+    finally:
+        made.close()

@@ -1,0 +1,372 @@
+"""What the real API refuses, the simulator refuses: a 400 in the API error shape, never a crash."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterator
+from typing import Any
+from unittest.mock import ANY
+
+import anthropic
+import httpx2
+import pytest
+
+from context_manager.simulator import (
+    BINDING_BETA,
+    SYSTEM_CLEAR_AT_BETA,
+    TOOL_CHANGES_BETA,
+    Simulator,
+)
+
+SIGNATURE_PLACEHOLDER = "c2ln"
+
+
+def base() -> dict[str, Any]:
+    return {
+        "model": "claude-sim-1",
+        "max_tokens": 2048,
+        "thinking": {"type": "adaptive"},
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+
+
+def tool_round(tool_id: str = "toolu_1") -> list[dict[str, Any]]:
+    return [
+        {"role": "user", "content": "read it"},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": tool_id, "name": "read_log", "input": {}}],
+        },
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tool_id}]},
+    ]
+
+
+def with_messages(*messages: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
+    def edit(body: dict[str, Any]) -> None:
+        body["messages"] = list(messages)
+
+    return edit
+
+
+def set_field(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    def edit(body: dict[str, Any]) -> None:
+        *parents, last = path.split(".")
+        target: Any = body
+        for part in parents:
+            target = target[int(part)] if isinstance(target, list) else target[part]
+        target[last] = value
+
+    return edit
+
+
+def delete(name: str) -> Callable[[dict[str, Any]], None]:
+    def edit(body: dict[str, Any]) -> None:
+        del body[name]
+
+    return edit
+
+
+REFUSED = [
+    ("missing-model", delete("model"), "model: Field required"),
+    ("missing-max-tokens", delete("max_tokens"), "max_tokens: Field required"),
+    ("zero-max-tokens", set_field("max_tokens", 0), "max_tokens: Input should be an integer"),
+    ("no-messages", set_field("messages", []), "messages: at least one message is required"),
+    (
+        "null-field",
+        set_field("metadata", {"user_id": None}),
+        "metadata.user_id: Input should not be null",
+    ),
+    (
+        "unknown-field",
+        set_field("temperature_x", 1),
+        "temperature_x: Extra inputs are not permitted",
+    ),
+    (
+        "assistant-first",
+        with_messages({"role": "assistant", "content": "hello"}, {"role": "user", "content": "hi"}),
+        "messages.0: the first non-system message must use the 'user' role",
+    ),
+    (
+        "bad-role",
+        with_messages({"role": "robot", "content": "hi"}),
+        "messages.0.role: Input should be 'user', 'assistant' or 'system'",
+    ),
+    (
+        "empty-content",
+        with_messages({"role": "user", "content": []}),
+        "messages.0: all messages must have non-empty content",
+    ),
+    (
+        "empty-string-content",
+        with_messages({"role": "user", "content": ""}),
+        "messages.0: all messages must have non-empty content",
+    ),
+    (
+        "empty-text-block",
+        with_messages({"role": "user", "content": [{"type": "text", "text": " "}]}),
+        "messages.0.content.0.text: text content blocks must contain non-whitespace text",
+    ),
+    (
+        "empty-text-in-tool-result",
+        with_messages(
+            *tool_round()[:2],
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "toolu_1",
+                        "content": [{"type": "text", "text": ""}],
+                    }
+                ],
+            },
+        ),
+        "messages.2.content.0.content.0.text: text content blocks must contain",
+    ),
+    (
+        "thinking-in-user-message",
+        with_messages(
+            {
+                "role": "user",
+                "content": [
+                    {"type": "thinking", "thinking": "x", "signature": SIGNATURE_PLACEHOLDER}
+                ],
+            }
+        ),
+        "messages.0.content.0.type: 'thinking' blocks are not permitted in user messages",
+    ),
+    (
+        "unknown-block-in-user-message",
+        with_messages({"role": "user", "content": [{"type": "hologram"}]}),
+        "messages.0.content.0.type: 'hologram' blocks are not permitted in user messages",
+    ),
+    (
+        "tool-result-in-assistant-message",
+        with_messages(
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": [{"type": "tool_result", "tool_use_id": "t"}]},
+        ),
+        "messages.1.content.0.type: 'tool_result' blocks are not permitted in assistant messages",
+    ),
+    (
+        "thinking-without-signature",
+        with_messages(
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": [{"type": "thinking", "thinking": "x"}]},
+            {"role": "user", "content": "next"},
+        ),
+        "messages.1.content.0.signature: Field required",
+    ),
+    (
+        "tool-use-without-result",
+        with_messages(*tool_round()[:2], {"role": "user", "content": "and?"}),
+        "messages.1: `tool_use` ids were found without `tool_result` blocks immediately after: "
+        "toolu_1",
+    ),
+    (
+        "stray-tool-result",
+        with_messages(
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "hello"},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_9"}]},
+        ),
+        "messages.2.content.0: unexpected `tool_use_id` found in `tool_result` blocks: toolu_9",
+    ),
+    (
+        "result-two-messages-late",
+        with_messages(
+            *tool_round()[:2],
+            {"role": "user", "content": "wait"},
+            {"role": "assistant", "content": "ok"},
+            tool_round()[2],
+        ),
+        "messages.1: `tool_use` ids were found without `tool_result`",
+    ),
+    (
+        "duplicate-tool-use-id",
+        with_messages(*tool_round(), *tool_round()[1:]),
+        "messages.3.content.0: `tool_use` ids must be unique",
+    ),
+    (
+        "tool-use-without-input",
+        with_messages(
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "x"}]},
+        ),
+        "messages.1.content.0.input: Field required",
+    ),
+    (
+        "clear-at-without-beta",
+        with_messages(
+            {"role": "user", "content": "hi"},
+            {"role": "system", "content": "note", "clear_at": "next_user_message"},
+        ),
+        "messages.1.clear_at: Extra inputs are not permitted",
+    ),
+    (
+        "tool-addition-without-beta",
+        with_messages(
+            {"role": "user", "content": "hi"},
+            {"role": "system", "content": [{"type": "tool_addition", "tool": {"name": "grep"}}]},
+        ),
+        "messages.1.content.0.type: 'tool_addition' blocks are not permitted in system messages",
+    ),
+    (
+        "small-thinking-budget",
+        set_field("thinking", {"type": "enabled", "budget_tokens": 100}),
+        "thinking.budget_tokens: Input should be an integer of at least 1024",
+    ),
+    (
+        "unknown-thinking-type",
+        set_field("thinking", {"type": "sometimes"}),
+        "thinking.type: Input should be one of",
+    ),
+    (
+        "system-empty-text",
+        set_field("system", [{"type": "text", "text": ""}]),
+        "system.0.text: text content blocks must contain non-whitespace text",
+    ),
+    (
+        "duplicate-tool-names",
+        set_field("tools", [{"name": "a"}, {"name": "a"}]),
+        "tools.1: Tool names must be unique",
+    ),
+]
+
+
+@pytest.fixture
+def client() -> Iterator[anthropic.Anthropic]:
+    with Simulator().sync_client() as c:
+        yield c
+
+
+@pytest.mark.parametrize(("edit", "match"), [r[1:] for r in REFUSED], ids=[r[0] for r in REFUSED])
+def test_the_api_refusals_are_400s_naming_the_place(
+    client: anthropic.Anthropic, edit: Callable[[dict[str, Any]], None], match: str
+) -> None:
+    body = base()
+    edit(body)
+
+    with pytest.raises(anthropic.BadRequestError, match=match) as caught:
+        # The SDK's raw post: its create() checks required and unknown arguments client-side.
+        client.post("/v1/messages?beta=true", body=body, cast_to=object)
+
+    assert caught.value.body == {
+        "type": "error",
+        "error": {"type": "invalid_request_error", "message": ANY},
+    }
+
+
+ACCEPTED = [
+    (
+        "consecutive-user-messages",
+        with_messages({"role": "user", "content": "hi"}, {"role": "user", "content": "again"}),
+        [],
+    ),
+    (
+        "system-message-first",
+        with_messages(
+            {"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}
+        ),
+        [],
+    ),
+    (
+        "tool-round-split-over-merged-messages",
+        with_messages(
+            *tool_round()[:2],
+            {"role": "user", "content": [{"type": "text", "text": "here:"}]},
+            tool_round()[2],
+        ),
+        [],
+    ),
+    (
+        "unknown-block-in-assistant-message",
+        with_messages(
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": [{"type": "server_widget", "id": "w1"}]},
+            {"role": "user", "content": "next"},
+        ),
+        [],
+    ),
+    (
+        "empty-final-assistant-prefill",
+        with_messages({"role": "user", "content": "hi"}, {"role": "assistant", "content": []}),
+        [],
+    ),
+    (
+        "clear-at-with-its-beta",
+        with_messages(
+            {"role": "user", "content": "hi"},
+            {"role": "system", "content": "note", "clear_at": "next_user_message"},
+        ),
+        [SYSTEM_CLEAR_AT_BETA],
+    ),
+    (
+        "tool-addition-with-its-beta",
+        with_messages(
+            {"role": "user", "content": "hi"},
+            {"role": "system", "content": [{"type": "tool_addition", "tool": {"name": "grep"}}]},
+        ),
+        [TOOL_CHANGES_BETA],
+    ),
+    (
+        "null-inside-a-tool-input-is-data",
+        with_messages(
+            {"role": "user", "content": "hi"},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "tool_use", "id": "t1", "name": "read_log", "input": {"path": None}}
+                ],
+            },
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1"}]},
+        ),
+        [],
+    ),
+    (
+        "block-binding-with-its-beta",
+        set_field("thinking", {"type": "adaptive", "block_binding": {}}),
+        [BINDING_BETA],
+    ),
+]
+
+
+@pytest.mark.parametrize(("edit", "betas"), [r[1:] for r in ACCEPTED], ids=[r[0] for r in ACCEPTED])
+def test_what_the_api_accepts_is_answered(
+    client: anthropic.Anthropic, edit: Callable[[dict[str, Any]], None], betas: list[str]
+) -> None:
+    body = base()
+    edit(body)
+
+    reply = client.beta.messages.create(**copy.deepcopy(body), betas=betas)
+
+    assert reply.role == "assistant"
+
+
+def test_a_body_that_is_not_json_is_a_400_in_the_api_shape() -> None:
+    sim = Simulator()
+    with httpx2.Client(transport=sim.transport(), base_url="http://sim.invalid") as raw:
+        response = raw.post(
+            "/v1/messages", content=b"{not json", headers={"anthropic-version": "2023-06-01"}
+        )
+
+    assert response.status_code == 400
+    assert response.json()["type"] == "error"
+    assert response.json()["error"]["type"] == "invalid_request_error"
+    assert response.json()["error"]["message"].startswith("There was an error parsing the body")
+    assert sim.requests == []
+
+
+def test_a_request_without_the_version_header_is_refused() -> None:
+    with httpx2.Client(transport=Simulator().transport(), base_url="http://sim.invalid") as raw:
+        response = raw.post("/v1/messages", json=base())
+
+    assert (response.status_code, response.json()["error"]["message"]) == (
+        400,
+        "anthropic-version: header is required",
+    )
+
+
+def test_another_endpoint_is_a_404_not_found_error(client: anthropic.Anthropic) -> None:
+    with pytest.raises(anthropic.NotFoundError, match="GET /v1/models is not served"):
+        client.models.list()
