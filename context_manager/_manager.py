@@ -56,6 +56,7 @@ class ContextManager:
         """The reasoning sidecar configuration (``ReasoningCapture``) or ``None``."""
         self.token = uuid.uuid4().hex
         self._observers: list[StripObserver] = []
+        self._deletion_observers: list[Callable[[str], None]] = []
         self._branch = self._ensure_branch()
         self._compiler = Compiler(self)
 
@@ -175,6 +176,11 @@ class ContextManager:
             raise BranchInUse(name)
         record = self.store.delete_branch(self.namespace, name)
         self._compiler.forget(record.key)
+        for observer in list(self._deletion_observers):
+            try:
+                observer(record.key)
+            except Exception as err:  # an observer never fails the deletion
+                log.warning("branch_observer_failed", namespace=self.namespace, error=repr(err))
         log.info("branch_deleted", namespace=self.namespace, branch=name, key=record.key)
         return record.ref
 
@@ -232,6 +238,11 @@ class ContextManager:
         An observer that raises is logged and never fails the compile. Returns ``callback``.
         """
         self._observers.append(callback)
+        return callback
+
+    def on_branch_deleted(self, callback: Callable[[str], None]) -> Callable[[str], None]:
+        """Call ``callback(branch_key)`` after a branch is deleted (e.g. to forget told state)."""
+        self._deletion_observers.append(callback)
         return callback
 
     def remove_strip_observer(self, callback: StripObserver) -> None:

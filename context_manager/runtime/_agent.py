@@ -107,6 +107,11 @@ class Agent:
             return None
         return self._store_notice(text, kind)
 
+    @property
+    def teller(self) -> Any:
+        """The ``ReasoningLossTeller`` holding this agent's told state."""
+        return self._teller if self._teller is not None else self.runtime.teller
+
     def _store_notice(self, text: str, kind: str) -> MessageId | None:
         try:
             return self.context.add_message(
@@ -115,13 +120,10 @@ class Agent:
                 metadata=MessageMeta(system_notice=True, kind=kind, target=self.name),
             )
         except Exception as err:  # a notice that cannot be stored never fails a turn
-            log.error(
-                "notice_store_failed",
-                agent=self.name,
-                kind=kind,
-                line="[reasoning]" if kind == REASONING_LOSS_KIND else None,
-                error=repr(err),
-            )
+            if kind == REASONING_LOSS_KIND:
+                self.teller.line_not_stored(self.name, self.context.current_branch_key(), err)
+            else:
+                log.error("notice_store_failed", agent=self.name, kind=kind, error=repr(err))
             return None
 
     def _flush(self) -> list[MessageId]:

@@ -107,6 +107,7 @@ class Runtime:
                 log.error("teller_failed", agent=agent.name, error=repr(err), line="[reasoning]")
 
         context.on_thinking_strip(hear)
+        context.on_branch_deleted(lambda key: teller.forget(agent.name, key))
 
     def remove(self, name: str) -> Agent:
         """Forget an agent: no told state stays, and its late compiles tell nothing.
@@ -144,7 +145,7 @@ class Runtime:
 
     def _tell_drops(self, agent: Agent, message: Any, result: CompileResult) -> None:
         """Place the call's drops, release per policy, and tell them (never raises)."""
-        teller = agent._teller or self.teller
+        teller = agent.teller
         try:
             placed = agent.context.place_drops(message, result)
         except Exception as err:
