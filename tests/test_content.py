@@ -264,7 +264,7 @@ def test_a_whole_response_content_round_trips_in_both_directions() -> None:
 
 def test_null_block_fields_are_dropped_but_null_values_inside_fields_are_kept() -> None:
     """``citations: null`` goes (the API rejects it); a tool input's null is data and stays."""
-    given_wire = [
+    given_wire: list[dict[str, Any]] = [
         {"type": "text", "text": "plain", "citations": None},
         {"type": "tool_result", "tool_use_id": "t1", "content": None, "is_error": None},
         {"type": "tool_use", "id": "t2", "name": "f", "input": {"a": None}, "caller": None},
@@ -282,7 +282,7 @@ def test_null_block_fields_are_dropped_but_null_values_inside_fields_are_kept() 
 
 def test_blocks_built_in_code_never_emit_none() -> None:
     """Optional fields left unset, and None put in ``extra`` or ``raw``, are not emitted."""
-    blocks = [
+    blocks: list[Block] = [
         ToolResultBlock("t1"),
         ToolResultBlock("t2", [TextBlock("x", extra={"citations": None})], is_error=None),
         TextBlock("y", extra={"citations": None}),

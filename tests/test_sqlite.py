@@ -68,11 +68,15 @@ def test_a_reopened_store_sees_the_same_branches_messages_metadata_and_current_b
     ada.edit_message(reply, [ThinkingBlock("", "sig-1"), TextBlock("hi, edited")])
     bob.add_message("user", "bob's", metadata={"kind": "note"})
     bob.fork("bob-side")
-    before = {"ada": snapshot(ada), "bob": snapshot(bob), "namespaces": first.namespaces()}
+    before: dict[str, Any] = {
+        "ada": snapshot(ada),
+        "bob": snapshot(bob),
+        "namespaces": first.namespaces(),
+    }
     first.close()
 
     second = SQLiteStore(sqlite_path)
-    after = {
+    after: dict[str, Any] = {
         "ada": snapshot(ContextManager.open(second, namespace="ada")),
         "bob": snapshot(ContextManager.open(second, namespace="bob")),
         "namespaces": second.namespaces(),

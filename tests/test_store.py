@@ -411,3 +411,16 @@ def test_strings_blocks_and_wire_dicts_store_as_the_same_blocks(store: Store) ->
     ]
     expected = [(TextBlock("same"),)] * 3
     assert expected == [cm.get_message(m).content for m in ids]
+
+
+def test_both_stores_satisfy_the_store_protocol(store: Store) -> None:
+    """``MemoryStore`` and ``SQLiteStore`` are both ``Store``s, so either can back an agent."""
+    assert isinstance(store, Store)
+
+
+@pytest.mark.parametrize("namespace", ["", None, 7])
+def test_a_namespace_must_be_a_non_empty_string(store: Store, namespace: object) -> None:
+    """``ContextManager.open`` refuses an empty or non-string namespace, naming it."""
+    with pytest.raises(ValueError, match=f"must be a non-empty string, got {namespace!r}"):
+        ContextManager.open(store, namespace=namespace)  # type: ignore[arg-type]
+    assert store.namespaces() == []
