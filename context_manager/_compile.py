@@ -20,7 +20,7 @@ import attrs
 import structlog
 
 from ._canonical import signature_digest
-from ._chain import CHAIN_SEED, chain_of_messages, feed_block, feed_boundary, seal, wire_content
+from ._chain import CHAIN_SEED, chain_of_messages, feed_block, seal, wire_content
 from ._content import (
     TextBlock,
     ToolResultBlock,
@@ -477,9 +477,8 @@ class Compiler:
         tail = close_tool_round(state)
         chain = state.chain
         for message in tail:
-            chain = feed_boundary(chain, message["role"])
             for block in message["content"]:
-                chain = feed_block(chain, block)
+                chain = feed_block(chain, message["role"], block)
         request["messages"] = [*state.messages, *tail]
         return request, chain
 
@@ -556,18 +555,9 @@ class Compiler:
         extra_messages = [_wire_message(item) for item in appended]
         dropped = _dropped_paths(message)
         if dropped:
-            chain, last_role = chain_of_messages(
-                [*result.request["messages"], *extra_messages], skip=dropped
-            )
+            chain = chain_of_messages([*result.request["messages"], *extra_messages], skip=dropped)
         else:
-            chain, last_role = result.end_chain, _last_role(result.request["messages"])
-            for extra in extra_messages:
-                chain = feed_boundary(chain, extra["role"])
-                last_role = extra["role"]
-                for block_wire in extra["content"]:
-                    chain = feed_block(chain, block_wire)
-        if last_role != "assistant":
-            chain = feed_boundary(chain, "assistant")
+            chain = chain_of_messages(extra_messages, start=result.end_chain)
         seals: dict[str, str] = {}
         signatures: list[str] = []
         for index, block in enumerate(blocks):
@@ -585,7 +575,7 @@ class Compiler:
                         block=index,
                         note="stored, never sent",
                     )
-            chain = feed_block(chain, wire)
+            chain = feed_block(chain, "assistant", wire)
         stamp = {"v": 1, "head": dict(result.head_digests), "seals": seals}
         if m.reasoning is not None:
             blocks = m.capture_reasoning(blocks, result)
@@ -650,13 +640,8 @@ def _fold_entries(before: RenderState, after: RenderState) -> list[StripEntry]:
             continue
         seen.add(spot)
         entries.append(entry)
-    return sorted(entries, key=lambda e: (_sequence_of(e.message_id), e.block))
-
-
-def _sequence_of(message_id: MessageId) -> int:
-    """Render order of stored ids (``msg_<sequence>``); unknown shapes sort first."""
-    _, _, number = message_id.rpartition("_")
-    return int(number) if number.isdigit() else -1
+    age = {**before.sequences, **after.sequences}
+    return sorted(entries, key=lambda e: (age.get(e.message_id, -1), e.block))
 
 
 def _tail_provenance(request: dict[str, Any], state: RenderState) -> tuple[Any, ...]:
@@ -700,10 +685,6 @@ def _inflight_text(window: Sequence[StoredMessage]) -> str:
         status = " (error)" if block.is_error else ""
         lines.append(f"Result of your {name} call{status}: {body}")
     return "\n".join(lines)
-
-
-def _last_role(messages: Sequence[dict[str, Any]]) -> str | None:
-    return str(messages[-1]["role"]) if messages else None
 
 
 def _wire_message(item: object) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import attrs
 import structlog
 
 from ._canonical import signature_digest
-from ._chain import feed_block, feed_boundary, seal
+from ._chain import feed_block, seal
 from ._content import (
     Block,
     TextBlock,
@@ -93,6 +93,8 @@ class RenderState:
     start: int = 0
     summary_id: MessageId | None = None
     change_serial: int = 0
+    sequences: dict[MessageId, int] = attrs.field(factory=dict)
+    """Stored sequence of every message the render has met (orders strips by age)."""
 
     def copy(self) -> RenderState:
         """A copy whose lists can grow without touching this one (O(window) references)."""
@@ -104,6 +106,7 @@ class RenderState:
             open_tool_uses=dict(self.open_tool_uses),
             spans=list(self.spans),
             unreported=list(self.unreported),
+            sequences=dict(self.sequences),
         )
 
     def _check(self) -> None:
@@ -193,10 +196,8 @@ def _push(
     if not blocks:
         return
     merging = bool(state.messages) and state.messages[-1]["role"] == role
-    if not merging:
-        state.chain = feed_boundary(state.chain, role)
     for wire in blocks:
-        state.chain = feed_block(state.chain, wire)
+        state.chain = feed_block(state.chain, role, wire)
     _attach(state, ctx, role, blocks, kind, source, merging)
 
 
@@ -256,6 +257,7 @@ def render_text_prefix(
 def render_message(state: RenderState, ctx: RenderContext, message: StoredMessage) -> None:
     """Extend ``state`` by one stored message, judging its thinking in place."""
     state.last_sequence = max(state.last_sequence, message.sequence)
+    state.sequences[message.id] = message.sequence
     if message.metadata.kind == "summary":
         return
     role = rendered_role(message, state, ctx)
@@ -269,7 +271,6 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
         state.open_tool_uses = {}
 
     merging = bool(state.messages) and state.messages[-1]["role"] == role
-    pending_boundary = not merging
     chain = state.chain
     kept: list[dict[str, Any]] = []
     mapping: dict[int, int] = {}
@@ -284,11 +285,8 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
         synthetic = _synthetic_results(missing)
 
     def keep(wire: dict[str, Any], stored_index: int | None) -> None:
-        nonlocal chain, pending_boundary
-        if pending_boundary:
-            chain = feed_boundary(chain, role)
-            pending_boundary = False
-        chain = feed_block(chain, wire)
+        nonlocal chain
+        chain = feed_block(chain, role, wire)
         if stored_index is not None:
             mapping[offset + len(kept)] = stored_index
         kept.append(wire)
@@ -313,8 +311,7 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
                 continue
             block = resolved
             wire = block_to_wire(block)
-            tentative = feed_boundary(chain, role) if pending_boundary else chain
-            verdict, changed = judge_thinking(ctx, message, index, block, wire, tentative)
+            verdict, changed = judge_thinking(ctx, message, index, block, wire, chain)
             if verdict == "keep":
                 signatures[offset + len(kept)] = signature_digest(signature_of(block))
                 keep(wire, index)
