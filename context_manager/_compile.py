@@ -209,8 +209,13 @@ class Compiler:
             state = self._full_render(ctx, lineage, record, serial, windowed=limit is not None)
 
         strategy = m.strategy
-        if isinstance(strategy, Fold) and state.total_tokens > strategy.trigger_tokens:
-            request = self._plan_fold(state, strategy, lineage)
+        fold = (
+            self._plan_fold(state, strategy, lineage)
+            if isinstance(strategy, Fold) and state.total_tokens > strategy.trigger_tokens
+            else None
+        )
+        if fold is not None:
+            request = fold
             text = yield request
             summary = self._keep_summary(request, text, state, dry_run)
             folded = self._full_render(ctx, lineage, record, serial, summary=summary)
@@ -393,7 +398,9 @@ class Compiler:
         anchor = jump_anchor(ordered, limit[0])
         return anchor if anchor is not None else base
 
-    def _plan_fold(self, state: RenderState, strategy: Fold, lineage: Lineage) -> FoldRequest:
+    def _plan_fold(
+        self, state: RenderState, strategy: Fold, lineage: Lineage
+    ) -> FoldRequest | None:
         m = self.manager
         window = [
             msg
@@ -420,6 +427,8 @@ class Compiler:
             assert cut is not None
             covers_upto = cut - 1
         covered = tuple(msg for msg in window if msg.sequence <= covers_upto)
+        if not covered:
+            return None  # nothing new to fold: the window is already as small as it gets
         if previous is not None:
             covered = (previous, *covered)
         return FoldRequest(covered=covered, covers_upto=covers_upto, inflight_text=inflight_text)

@@ -494,6 +494,26 @@ def test_a_fold_strips_the_replies_it_folds_away_with_cause_messages(any_store: 
     assert folded.request["messages"][-1]["content"][-1]["text"] == "three"
 
 
+def test_a_fold_with_nothing_older_to_cover_leaves_the_request_as_it_is(any_store: Store) -> None:
+    cm = ContextManager.open(
+        any_store, namespace="ada", strategy=Fold(lambda m: "never", trigger_tokens=5)
+    )
+    cm.add_message("user", "only this question, which is long enough to pass the trigger")
+    result = cm.compile(HEAD)
+    assert cm.messages(kind="summary") == []
+    assert result.request["messages"] == [
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "text",
+                    "text": "only this question, which is long enough to pass the trigger",
+                }
+            ],
+        }
+    ]
+
+
 def test_a_fold_never_cuts_inside_a_tool_round_and_uses_the_simple_shape_mid_round(
     any_store: Store,
 ) -> None:
@@ -522,9 +542,12 @@ async def test_an_async_summarizer_works_through_compile_async(any_store: Store)
     cm = ContextManager.open(
         any_store, namespace="ada", strategy=Fold(summarize, trigger_tokens=20, keep_tokens=0)
     )
+    cm.add_message("user", "an earlier question")
+    cm.add_message("assistant", "an earlier answer")
     cm.add_message("user", "a long question " + "y" * 200)
     result = await cm.compile_async(HEAD)
     assert result.request["messages"][0]["content"][0]["text"].endswith("async summary")
+    cm.add_message("assistant", "an answer")
     cm.add_message("user", "more " + "z" * 300)
     with pytest.raises(TypeError, match="compile_async"):
         cm.compile(HEAD)
