@@ -22,7 +22,9 @@ AGENT = "ada"
 HEAD = Head(
     model="claude-opus-5-5",
     system="You are Ada, a careful on-call engineer.",
-    tools=[{"name": "read_log", "description": "Read the log.", "input_schema": {"type": "object"}}],
+    tools=[
+        {"name": "read_log", "description": "Read the log.", "input_schema": {"type": "object"}}
+    ],
     settings={"max_tokens": 2048, "thinking": {"type": "adaptive"}},
 )
 
