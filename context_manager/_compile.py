@@ -409,14 +409,14 @@ class Compiler:
         ]
         previous = m.store.get(m.namespace, state.summary_id) if state.summary_id else None
         cut = fold_cut(state.spans, strategy.keep_tokens)
-        kept = [msg for msg in window if cut is not None and msg.sequence >= cut]
-        simple = not kept or any(
-            msg.role == "assistant" and any(is_thinking(b) for b in msg.content) for msg in kept
-        )
+        mid_round = bool(window) and _answers_tools(window[-1])
+        # Mid-round, a kept tail would replay the in-flight call without its thinking, which
+        # cannot stay valid across a new prefix: the simple shape replays nothing older.
+        simple = cut is None or (mid_round and bool(_kept_thinking(state)))
         inflight_text: str | None = None
         if simple and window:
             last = window[-1]
-            if last.role == "user" and any(isinstance(b, ToolResultBlock) for b in last.content):
+            if mid_round:
                 inflight_text = _inflight_text(window)
                 covers_upto = last.sequence
             elif _clean(last):
@@ -622,6 +622,10 @@ def _strip(
         branch=key,
         compile_id=compile_id,
     )
+
+
+def _answers_tools(message: StoredMessage) -> bool:
+    return message.role == "user" and any(isinstance(b, ToolResultBlock) for b in message.content)
 
 
 def _kept_thinking(state: RenderState) -> list[tuple[MessageId, int]]:

@@ -466,32 +466,36 @@ def test_a_history_that_starts_with_the_assistant_opens_with_a_user_message(
     assert messages[1]["role"] == "assistant"
 
 
-def test_a_fold_strips_the_replies_it_folds_away_with_cause_messages(any_store: Store) -> None:
+def test_a_fold_strips_the_kept_tail_and_the_replies_it_folds_away_with_cause_messages(
+    any_store: Store,
+) -> None:
     summaries: list[int] = []
 
     def summarize(messages: Any) -> str:
         summaries.append(len(messages))
         return "They talked."
 
-    cm = ContextManager.open(
-        any_store, namespace="ada", strategy=Fold(summarize, trigger_tokens=10**6, keep_tokens=60)
-    )
+    cm = ContextManager.open(any_store, namespace="ada")
     seen = observe(cm)
-    _, r1 = turn(cm, HEAD, "one", "first")
+    _, r1 = turn(cm, HEAD, "one " + "o" * 300, "first")
     _, r2 = turn(cm, HEAD, "two", "second")
     cm.add_message("user", "three")
     cm.compile(HEAD)
-    cm.strategy = Fold(summarize, trigger_tokens=50, keep_tokens=60)
+    cm.strategy = Fold(summarize, trigger_tokens=50, keep_tokens=100)
     folded = cm.compile(HEAD)
     assert folded.thinking_strip is not None
     assert (folded.thinking_strip.cause, folded.thinking_strip.replies) == ("messages", (r1, r2))
     (summary,) = cm.messages(kind="summary")
     assert folded.provenance[0].sources[0].message_id == summary.id
     assert folded.request["messages"][0]["content"][0]["text"].endswith("They talked.")
+    kept_tail = [m["content"] for m in folded.request["messages"][1:]]
+    assert kept_tail == [
+        [{"type": "text", "text": "second"}],
+        [{"type": "text", "text": "three"}],
+    ]
     assert thinking_count(folded) == 0
     assert len(seen) == 1
-    assert summaries == [4]
-    assert folded.request["messages"][-1]["content"][-1]["text"] == "three"
+    assert summaries == [2]  # the first question and its reply
 
 
 def test_a_fold_with_nothing_older_to_cover_leaves_the_request_as_it_is(any_store: Store) -> None:
