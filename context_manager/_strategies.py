@@ -62,9 +62,10 @@ class Window:
 class Fold:
     """Replace older messages by a summary once the rendered tail exceeds ``trigger_tokens``.
 
-    The kept tail is at most ``keep_tokens`` and never starts inside a tool round. When any kept
-    message still carries thinking, the simple shape is used: one user message with the summary
-    and the in-flight round's results as text, nothing older replayed.
+    The kept tail is at most ``keep_tokens`` and never starts inside a tool round; its thinking
+    is stripped (its prefix changed). A fold made mid-round while thinking is still carried uses
+    the simple shape: one user message with the summary and the in-flight round's results as
+    text, nothing older replayed.
     """
 
     summarizer: Summarizer
