@@ -238,15 +238,6 @@ class Compiler:
         if not dry_run:
             self._commit(key, record, state, limit is not None)
             self._states[key] = (cache_key, state)
-        log.debug(
-            "compiled",
-            namespace=m.namespace,
-            branch=key,
-            compile_id=compile_id,
-            dry=dry_run,
-            messages=len(body["messages"]),
-            stripped=0 if strip is None else strip.blocks,
-        )
         result = CompileResult(
             request=body,
             provenance=tuple(state.provenance) + _tail_provenance(body, state),
