@@ -309,9 +309,11 @@ class ContextManager:
             rounds,
             find_signature=lambda digest: self.store.find_signature(self.namespace, digest),
         )
-        for message_id, block in placed.releases():
+        releases = placed.releases()
+        for message_id, block in releases:
             self.store.add_release(self.namespace, result.branch, message_id, block)
-        self._compiler.invalidate(result.branch)
+        if releases:  # only a release changes what the branch renders
+            self._compiler.invalidate(result.branch)
         return placed
 
     # reasoning sidecar hooks (see ReasoningCapture)
