@@ -255,6 +255,22 @@ async def test_an_ephemeral_runs_told_state_and_namespace_are_gone_once_it_ends(
     assert runtime.teller.told_count() == 0
 
 
+async def test_a_fork_made_for_a_run_forgets_its_told_state_when_it_ends() -> None:
+    sim = Simulator()
+    runtime = make(sim)
+    ada = runtime.register(Agent("ada", HEAD))
+    await ada.run_turn("hello")
+    async with ada.forked("what-if") as fork:
+        sim.force_drop(paths=["messages.1.content.0"], reason=ORGANIZATION_MISMATCH)
+        await fork.run_turn("try something else")
+        fork_key = ada.context.current_branch_key()
+        assert len(ada.context.messages(kind=REASONING_LOSS_KIND)) == 1
+        assert runtime.teller.told_count("ada", fork_key) == 1
+    assert ada.context.current_branch().name == "main"
+    assert runtime.teller.told_count("ada", fork_key) == 0
+    assert [b.name for b in ada.context.list_branches()] == ["main", "what-if"]
+
+
 async def test_a_retried_529_succeeds() -> None:
     sim = Simulator()
     runtime = make(sim)

@@ -9,7 +9,8 @@ teller or a notice write does can fail a turn.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import contextlib
+from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -19,6 +20,7 @@ from context_manager._content import TextBlock, ToolResultBlock, ToolUseBlock, t
 from context_manager._head import Head, ThinkingBinding
 from context_manager._manager import ContextManager
 from context_manager._messages import REASONING_LOSS_KIND, MessageId, MessageMeta
+from context_manager._store import branch_key
 from context_manager._strategies import Passthrough, Strategy
 
 from ._calls import stream_call
@@ -134,6 +136,21 @@ class Agent:
     def _deliver(self, line: str | None) -> None:
         if line:
             self.notify(line, REASONING_LOSS_KIND)
+
+    @contextlib.asynccontextmanager
+    async def forked(self, name: str) -> AsyncIterator[Agent]:
+        """Run on a fork of the current branch; on exit, switch back and forget its told state.
+
+        The fork and its messages stay stored (``switch_branch(name)`` returns to them).
+        """
+        context = self.context
+        back = context.current_branch().name
+        ref = context.fork(name)
+        try:
+            yield self
+        finally:
+            context.switch_branch(back)
+            self.teller.forget(self.name, branch_key(ref))
 
     # turns
     async def run_turn(self, trigger: object) -> TurnResult:
