@@ -1,0 +1,10 @@
+"""``python -m context_manager``: the same command line as the ``context-manager`` script."""
+
+from __future__ import annotations
+
+import sys
+
+from ._cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

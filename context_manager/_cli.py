@@ -1,0 +1,198 @@
+"""The ``context-manager`` command line: argument parsing, logging set-up and dispatch.
+
+The only place logging is configured (never at library import): structlog events go to stderr,
+human-readable, warnings and up unless ``--verbose``; stdout carries only the program's output.
+Exit codes: 0 done, 2 bad input (one line on stderr), 130 interrupted (Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import TextIO
+
+import structlog
+
+from ._cli_db import SIDECAR_SUFFIX, CliError
+from ._errors import ContextManagerError
+
+PROG = "context-manager"
+EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130
+"""128 + SIGINT, as shells report a process stopped by Ctrl-C."""
+
+Handler = Callable[[argparse.Namespace, TextIO], int]
+
+
+def configure_logging(verbose: bool, stream: TextIO | None = None) -> None:
+    """Send structlog events to ``stream`` (stderr), readable, warnings and up (info: verbose)."""
+    target = stream if stream is not None else sys.stderr
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="%H:%M:%S"),
+            structlog.dev.ConsoleRenderer(colors=target.isatty()),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(
+            logging.INFO if verbose else logging.WARNING
+        ),
+        logger_factory=structlog.PrintLoggerFactory(target),
+        cache_logger_on_first_use=False,
+    )
+
+
+def _color(out: TextIO) -> bool:
+    return out.isatty() and "NO_COLOR" not in os.environ
+
+
+def _demo(args: argparse.Namespace, out: TextIO) -> int:
+    from ._cli_demo import run_demo
+
+    return run_demo(args, out, color=_color(out))
+
+
+def _run(args: argparse.Namespace, out: TextIO) -> int:
+    from ._cli_run import run_session
+
+    return run_session(args, out, sys.stdin, color=_color(out))
+
+
+def _transcript(args: argparse.Namespace, out: TextIO) -> int:
+    from ._cli_transcript import show_transcript
+
+    return show_transcript(args, out, color=_color(out))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser for every command (``--help`` on each)."""
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Keep a resident Claude agent's signed reasoning valid, and tell it when "
+        "reasoning goes.",
+        epilog="Exit codes: 0 done, 2 bad input, 130 interrupted (Ctrl-C).",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("-v", "--verbose", action="store_true", help="log info events too (stderr)")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    demo = commands.add_parser(
+        "demo",
+        parents=[common],
+        help="run the scenes that produce every [reasoning] line form (no API key)",
+        description="Run a resident agent on SQLite against the local simulator, through scenes "
+        "that produce every [reasoning] line form, printing the transcript as it goes and a "
+        "summary. No API key, no network.",
+    )
+    demo.add_argument(
+        "--db",
+        metavar="PATH",
+        help="keep the transcript in this SQLite file (must not hold a demo run yet); "
+        f"its reasoning sidecar goes to PATH{SIDECAR_SUFFIX}. Default: a temporary file",
+    )
+    demo.set_defaults(handler=_demo)
+
+    run = commands.add_parser(
+        "run",
+        parents=[common],
+        help="talk to a resident agent over stdin",
+        description="An interactive resident agent, one line of stdin per turn (a pipe works). "
+        "The real API when ANTHROPIC_API_KEY is set, the local simulator otherwise. Everything "
+        "is stored as it happens; a second run on the same file continues the same agent and "
+        "branch. Commands: /fork NAME, /switch NAME, /branches, /tools, /system TEXT, /fold, "
+        "/notices, /help, /quit.",
+        epilog="Exit codes: 0 at /quit or end of input, 2 bad input, 130 at Ctrl-C (nothing "
+        "stored is lost; an interrupted turn is finished by the next run).",
+    )
+    run.add_argument(
+        "--db",
+        metavar="PATH",
+        required=True,
+        help=f"the SQLite file (created when missing; sidecar at PATH{SIDECAR_SUFFIX})",
+    )
+    run.add_argument("--agent", metavar="NAME", required=True, help="the agent's name")
+    run.add_argument(
+        "--model", metavar="M", default=None, help="the model (default: claude-opus-5-5)"
+    )
+    run.set_defaults(handler=_run)
+
+    transcript = commands.add_parser(
+        "transcript",
+        parents=[common],
+        help="read a transcript and its notices",
+        description="Read an agent's transcript (and its [reasoning] notices) from a database "
+        "without writing to it.",
+    )
+    transcript.add_argument("path", metavar="PATH", help="the SQLite file")
+    transcript.add_argument(
+        "--agent", metavar="NAME", help="the agent (default: the only one in the file)"
+    )
+    transcript.add_argument(
+        "--branch", metavar="NAME", help="the branch (default: the agent's current one)"
+    )
+    transcript.add_argument(
+        "--kind", metavar="KIND", help="only messages of this kind (e.g. reasoning-loss)"
+    )
+    transcript.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON object per line: id, sequence, branch, role, kind, target, text, "
+        "blocks, created_at",
+    )
+    transcript.add_argument(
+        "--reasoning",
+        action="store_true",
+        help="show the audit reader's view of the replies' reasoning instead (text marked "
+        "untrusted)",
+    )
+    transcript.add_argument(
+        "--sidecar",
+        metavar="PATH",
+        help=f"the reasoning sidecar for --reasoning (default: the database's PATH{SIDECAR_SUFFIX}"
+        ", when it exists)",
+    )
+    transcript.set_defaults(handler=_transcript)
+    return parser
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("context-manager")
+    except PackageNotFoundError:  # pragma: no cover - run from a source tree without install
+        return "unknown"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code (see the module docstring)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler: Handler | None = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help(sys.stderr)
+        return EXIT_BAD_INPUT
+    configure_logging(args.verbose)
+    try:
+        return handler(args, sys.stdout)
+    except (CliError, ContextManagerError) as err:
+        print(f"{PROG}: error: {_one_line(str(err))}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted; everything stored so far is kept", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # e.g. `| head`: the reader left; not an error of ours
+        _silence_stdout()
+        return 0
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _silence_stdout() -> None:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())

@@ -1,0 +1,316 @@
+"""``context-manager run``: an interactive resident agent over stdin, one line per turn.
+
+Everything is stored as it happens (each message is its own durable write), so Ctrl-C loses
+nothing: the session exits 130 and the next ``run`` on the same file finishes an interrupted turn
+and continues the same agent on the same branch. The head (``/system``, ``/tools``) lasts for the
+session; a new run starts from the default head.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TextIO
+
+import attrs
+
+from ._cli_db import (
+    CliError,
+    check_sidecar,
+    check_writable,
+    open_for_writing,
+    open_sidecar,
+    sidecar_path,
+)
+from ._cli_follow import Follower
+from ._cli_format import BOLD_YELLOW, clean, fold_summary, format_message, plural, style
+from ._errors import ContextManagerError
+from ._head import Head
+from ._manager import ContextManager
+from ._messages import REASONING_LOSS_KIND, StoredMessage
+from ._reasoning_capture import ReasoningCapture
+from ._results import ThinkingStrip
+from ._strategies import Fold
+
+if TYPE_CHECKING:  # imported when a session starts, after its input is checked: it is slow
+    import anthropic
+
+    from .runtime import Agent
+
+DEFAULT_MODEL = "claude-opus-5-5"
+"""The model when ``--model`` is not given (the one the SPEC's examples use)."""
+API_KEY_VARIABLE = "ANTHROPIC_API_KEY"
+"""Set: the real API (the SDK reads the key itself). Unset: the local simulator."""
+SETTINGS = {"max_tokens": 2048, "thinking": {"type": "adaptive"}}
+"""Thinking on, so replies carry signed reasoning for the context manager to keep valid."""
+TIME_TOOL = {
+    "name": "utc_time",
+    "description": "The current date and time in UTC.",
+    "input_schema": {"type": "object", "properties": {}},
+}
+"""The demo tool ``/tools`` adds to (and removes from) the head."""
+
+HELP = """\
+Type a message to run a turn. Commands:
+  /fork NAME     branch at the current head and switch to it
+  /switch NAME   switch to another branch
+  /branches      list the branches (* marks the current one)
+  /tools         add or remove the demo tool utc_time in the head
+  /system TEXT   set the system text
+  /fold          fold the branch into a summary now
+  /notices       show the [reasoning] notices on this branch
+  /help          show this
+  /quit          leave (so does end of input; Ctrl-C too, exit 130)"""
+
+
+def utc_time(_: dict[str, Any]) -> str:
+    """The demo tool."""
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def chat_script(request: dict[str, Any]) -> list[dict[str, Any]]:
+    """The simulator's answers in ``run``: echo the user; call ``utc_time`` when asked the time."""
+    last = request["messages"][-1]
+    content = last["content"]
+    blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
+    results = [b for b in blocks if b.get("type") == "tool_result"]
+    if results:
+        said = results[0].get("content")
+        text = said if isinstance(said, str) else "(no text)"
+        return [
+            {"type": "thinking", "thinking": "The tool answered."},
+            {"type": "text", "text": f"The tool says: {text}"},
+        ]
+    words = " ".join(
+        str(b.get("text", ""))
+        for b in blocks
+        if b.get("type") == "text" and not str(b.get("text", "")).startswith("[")
+    )
+    tools = {t.get("name") for t in request.get("tools", [])}
+    if TIME_TOOL["name"] in tools and "time" in words.lower():
+        return [
+            {"type": "thinking", "thinking": "The user asks the time; I have a tool for that."},
+            {"type": "tool_use", "name": TIME_TOOL["name"], "input": {}},
+        ]
+    snippet = " ".join(words.split())[:60]
+    return [
+        {"type": "thinking", "thinking": f"The user wrote: {snippet}"},
+        {"type": "text", "text": f"You said: {snippet}"},
+    ]
+
+
+def make_client(environ: dict[str, str]) -> tuple[anthropic.AsyncAnthropic, str]:
+    """The real API client when the key is set, else the simulator's; and which one it is."""
+    import anthropic
+
+    if environ.get(API_KEY_VARIABLE):
+        return anthropic.AsyncAnthropic(), f"the Anthropic API ({API_KEY_VARIABLE} is set)"
+    from .simulator import Simulator
+
+    return Simulator(script=chat_script).client(), f"the local simulator (no {API_KEY_VARIABLE})"
+
+
+def force_fold(cm: ContextManager, head: Head) -> tuple[StoredMessage | None, ThinkingStrip | None]:
+    """Fold the current branch into a summary now: one committing compile under a ``Fold``
+    whose trigger any history exceeds. The request is not sent; the strategy is restored.
+
+    Returns:
+        The stored summary (``None``: nothing to fold) and the compile's strip.
+    """
+    _, before = cm.branch_head()
+    kept = cm.strategy
+    cm.strategy = Fold(fold_summary, trigger_tokens=1)
+    try:
+        result = cm.compile(head)
+    finally:
+        cm.strategy = kept
+    summaries = [m for m in cm.messages(since=before) if m.metadata.kind == "summary"]
+    return (summaries[-1] if summaries else None), result.thinking_strip
+
+
+class Session:
+    """One ``run`` session: reads lines, runs turns and commands, prints what is stored."""
+
+    def __init__(self, agent: Agent, runner: asyncio.Runner, out: TextIO, *, color: bool) -> None:
+        import anthropic
+
+        self._failures = (anthropic.APIError, ContextManagerError)
+        """What a failed turn raises: reported in one line, and the session goes on."""
+        self.agent = agent
+        self.runner = runner
+        self.out = out
+        self.color = color
+        self.follow = Follower(agent.context, out, color=color)
+        self._commands: dict[str, Callable[[str], None]] = {
+            "fork": self._fork,
+            "switch": self._switch,
+            "branches": self._branches,
+            "tools": self._tools,
+            "system": self._system,
+            "fold": self._fold,
+            "notices": self._notices,
+            "help": lambda _: self.say(HELP),
+        }
+
+    def say(self, text: str) -> None:
+        print(text, file=self.out)
+        self.out.flush()
+
+    def problem(self, text: str) -> None:
+        """A command's error: one line, the session goes on."""
+        self.say(style(f"! {clean(text)}", BOLD_YELLOW, self.color))
+
+    def handle(self, line: str) -> bool:
+        """Run one input line; returns ``False`` when the session should end."""
+        text = line.strip()
+        if not text:
+            return True
+        if not text.startswith("/"):
+            self.turn(text)
+            return True
+        name, _, rest = text[1:].partition(" ")
+        if name in ("quit", "exit"):
+            return False
+        command = self._commands.get(name)
+        if command is None:
+            known = ", ".join(f"/{c}" for c in [*self._commands, "quit"])
+            self.problem(f"unknown command /{name}; known: {known}")
+            return True
+        try:
+            command(rest.strip())
+        except (ContextManagerError, ValueError) as err:
+            self.problem(str(err))
+        return True
+
+    def turn(self, text: str) -> None:
+        try:
+            self.runner.run(self.agent.run_turn(text))
+        except self._failures as err:
+            self.follow.show_new()
+            self.problem(f"the turn failed: {err}")
+            return
+        self.follow.show_new()
+
+    def resume(self) -> None:
+        """Finish a turn a crash or Ctrl-C interrupted last time, if there is one."""
+        try:
+            result = self.runner.run(self.agent.resume_turn())
+        except self._failures as err:
+            self.problem(f"could not finish the interrupted turn: {err}")
+            return
+        if result is not None:
+            self.say("(finishing the turn interrupted last time)")
+            self.follow.show_new()
+
+    # commands
+    def _fork(self, name: str) -> None:
+        if not name:
+            raise ValueError("usage: /fork NAME")
+        self.agent.context.fork(name)
+        self.say(f"forked: now on branch {name!r}")
+
+    def _switch(self, name: str) -> None:
+        if not name:
+            raise ValueError("usage: /switch NAME")
+        self.agent.context.switch_branch(name)
+        self.follow.catch_up()
+        self.say(f"now on branch {name!r}")
+
+    def _branches(self, _: str) -> None:
+        current = self.agent.context.current_branch().name
+        for ref in self.agent.context.list_branches():
+            self.say(f"{'*' if ref.name == current else ' '} {clean(ref.name)}")
+
+    def _tools(self, _: str) -> None:
+        head = self.agent.head
+        name = TIME_TOOL["name"]
+        if any(t.get("name") == name for t in head.tools):
+            self.agent.head = attrs.evolve(
+                head, tools=[t for t in head.tools if t.get("name") != name]
+            )
+            self.say(f"tool {name} removed from the head")
+        else:
+            self.agent.head = attrs.evolve(head, tools=[*head.tools, TIME_TOOL])
+            self.say(f"tool {name} added to the head (ask for the time)")
+
+    def _system(self, text: str) -> None:
+        if not text:
+            raise ValueError("usage: /system TEXT")
+        self.agent.head = attrs.evolve(self.agent.head, system=text)
+        self.say("system text set")
+
+    def _fold(self, _: str) -> None:
+        summary, strip = force_fold(self.agent.context, self.agent.head)
+        self.follow.show_new()
+        if summary is None:
+            self.say("nothing to fold")
+            return
+        lost = len(strip.replies) if strip is not None else 0
+        self.say(
+            f"folded into summary #{summary.sequence}; the reasoning of {plural(lost, 'reply')} "
+            "left out (a fold between turns is not told to the agent)"
+        )
+
+    def _notices(self, _: str) -> None:
+        found = self.agent.context.messages(kind=REASONING_LOSS_KIND)
+        for message in found:
+            for line in format_message(message, color=self.color):
+                self.say(line)
+        if not found:
+            self.say("no [reasoning] notices on this branch")
+
+
+def run_session(args: argparse.Namespace, out: TextIO, stdin: TextIO, *, color: bool) -> int:
+    """The ``run`` command. Returns 0 at ``/quit`` or end of input, 130 at Ctrl-C.
+
+    Raises:
+        CliError: a bad agent name, or an unusable database or sidecar.
+    """
+    check_writable(args.db)
+    check_sidecar(sidecar_path(args.db))
+    from .runtime import Agent, Runtime, check_agent_name
+
+    try:
+        name = check_agent_name(args.agent)
+    except ValueError as err:
+        raise CliError(str(err)) from err
+    store = open_for_writing(args.db)
+    try:
+        sidecar = open_sidecar(sidecar_path(args.db), create=True)
+    except BaseException:
+        store.close()
+        raise
+    try:
+        client, which = make_client(dict(os.environ))
+        model = args.model or DEFAULT_MODEL
+        head = Head(model=model, system=f"You are {name}, a resident agent.", settings=SETTINGS)
+        runtime = Runtime(client, store)
+        agent = runtime.register(
+            Agent(name, head, tools={"utc_time": utc_time}, reasoning=ReasoningCapture(sidecar))
+        )
+        cm = agent.context
+        print(f"Using {which}; model {model}.", file=out)
+        print(
+            f"Agent {name!r} on branch {cm.current_branch().name!r} in {args.db}. "
+            "/help lists the commands.",
+            file=out,
+        )
+        with asyncio.Runner() as runner:
+            session = Session(agent, runner, out, color=color)
+            session.resume()
+            while True:
+                if stdin.isatty():
+                    out.write("> ")
+                    out.flush()
+                line = stdin.readline()
+                if not line or not session.handle(line):
+                    break
+            runner.run(client.close())  # not after Ctrl-C: the process is ending anyway
+        return 0
+    finally:
+        if sidecar is not None:
+            sidecar.close()
+        store.close()

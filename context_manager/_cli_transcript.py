@@ -1,0 +1,222 @@
+"""``context-manager transcript``: read an agent's transcript, its notices, or its reasoning.
+
+Read-only: the database (and sidecar) are checked before opening and never written; an agent or
+branch that is not there is an error listing the ones that are. Messages are read in chunks, so
+a long transcript streams. Reasoning text is untrusted model output: it is read from
+``UntrustedText.value`` on purpose, escaped, and marked as untrusted wherever it is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, TextIO
+
+from ._audit import DEFAULT_MAX_BYTES, DEFAULT_MAX_PARTS, ReasoningPart, read_reasoning
+from ._cli_db import CliError, open_for_reading, open_sidecar, sidecar_path
+from ._cli_format import BOLD_YELLOW, DIM, clean, format_message, message_record, style
+from ._content import RedactedThinkingBlock, ThinkingBlock
+from ._manager import ContextManager
+from ._messages import StoredMessage
+from ._reasoning_capture import ReasoningCapture
+from ._sqlite_store import SQLiteStore
+from ._store import BranchRecord
+
+READ_CHUNK = 500
+"""Messages read per step: output starts at once and memory stays flat on long transcripts."""
+
+UNTRUSTED = "untrusted"
+"""How reasoning text is labelled: model output derived from untrusted input, never a prompt."""
+
+
+def pick_agent(store: SQLiteStore, wanted: str | None, path: str) -> str:
+    """The agent to read: ``wanted``, or the only one in the file.
+
+    Raises:
+        CliError: no agents, several and none chosen, or ``wanted`` is not there (the message
+            lists the agents that are).
+    """
+    agents = store.namespaces()
+    listing = ", ".join(repr(a) for a in agents)
+    if wanted is not None:
+        if wanted not in agents:
+            raise CliError(f"no agent {wanted!r} in {path}; agents: {listing or 'none'}")
+        return wanted
+    if not agents:
+        raise CliError(f"{path} holds no agents yet")
+    if len(agents) > 1:
+        raise CliError(f"{path} holds several agents; pick one with --agent: {listing}")
+    return agents[0]
+
+
+def pick_branch(store: SQLiteStore, agent: str, wanted: str | None) -> BranchRecord:
+    """The branch to read: ``wanted``, or the agent's current one.
+
+    Raises:
+        CliError: ``wanted`` is not a live branch (the message lists the live ones).
+    """
+    live = store.branches(agent)
+    name = wanted if wanted is not None else store.current_branch_name(agent)
+    for record in live:
+        if record.ref.name == name:
+            return record
+    if wanted is None and live:  # no current branch recorded: the agent's oldest
+        return live[0]
+    listing = ", ".join(repr(b.ref.name) for b in live) or "none"
+    raise CliError(f"no branch {wanted!r} for agent {agent!r}; branches: {listing}")
+
+
+def _messages(cm: ContextManager, branch: str, kind: str | None) -> Iterator[StoredMessage]:
+    after: int | None = None
+    while True:
+        chunk = cm.messages(branch=branch, kind=kind, since=after, limit=READ_CHUNK)
+        yield from chunk
+        if len(chunk) < READ_CHUNK:
+            return
+        after = chunk[-1].sequence
+
+
+def show_transcript(args: argparse.Namespace, out: TextIO, *, color: bool) -> int:
+    """The ``transcript`` command; returns 0.
+
+    Raises:
+        CliError: a bad database or sidecar, an unknown agent or branch.
+    """
+    if args.reasoning and args.kind is not None:
+        raise CliError("--kind filters messages; --reasoning shows replies' reasoning: use one")
+    with open_for_reading(args.path) as store:
+        agent = pick_agent(store, args.agent, args.path)
+        record = pick_branch(store, agent, args.branch)
+        sidecar = None
+        if args.reasoning:
+            explicit = args.sidecar is not None
+            where = Path(args.sidecar) if explicit else sidecar_path(args.path)
+            sidecar = open_sidecar(where, create=False)
+            if sidecar is None and explicit:
+                raise CliError(f"{where}: no such reasoning sidecar")
+        try:
+            reasoning = ReasoningCapture(sidecar, capture=False) if sidecar is not None else None
+            cm = ContextManager.open(store, namespace=agent, reasoning=reasoning)
+            if args.reasoning:
+                _show_reasoning(cm, record, out, json_lines=args.json, color=color)
+            else:
+                _show_messages(cm, record, args.kind, out, json_lines=args.json, color=color)
+        finally:
+            if sidecar is not None:
+                sidecar.close()
+    return 0
+
+
+def _show_messages(
+    cm: ContextManager,
+    record: BranchRecord,
+    kind: str | None,
+    out: TextIO,
+    *,
+    json_lines: bool,
+    color: bool,
+) -> None:
+    names: dict[str, str] = {}
+
+    def branch_name(key: str) -> str:
+        if key not in names:
+            names[key] = cm.store.branch_by_key(cm.namespace, key).ref.name
+        return names[key]
+
+    if not json_lines:
+        print(style(_heading(cm, record, kind), DIM, color), file=out)
+    for message in _messages(cm, record.ref.name, kind):
+        if json_lines:
+            line = json.dumps(message_record(message, branch_name(message.branch)))
+            print(line, file=out)
+        else:
+            for text in format_message(message, color=color, clock=True):
+                print(text, file=out)
+
+
+def _heading(cm: ContextManager, record: BranchRecord, kind: str | None) -> str:
+    others = [b.name for b in cm.list_branches() if b.name != record.ref.name]
+    also = f" (other branches: {', '.join(others)})" if others else ""
+    only = f", kind {kind}" if kind else ""
+    return f"agent {cm.namespace}, branch {record.ref.name}{only}{also}"
+
+
+def _show_reasoning(
+    cm: ContextManager, record: BranchRecord, out: TextIO, *, json_lines: bool, color: bool
+) -> None:
+    """Each reply's reasoning parts on the branch, as ``read_reasoning`` returns them.
+
+    Read reply by reply (``read_reasoning`` reads the manager's current branch, and switching
+    would write), with the reader's bounds shared across the replies.
+    """
+    parts_left, bytes_left = DEFAULT_MAX_PARTS, DEFAULT_MAX_BYTES
+    if not json_lines:
+        print(
+            style(f"agent {cm.namespace}, branch {record.ref.name}: reasoning", DIM, color),
+            file=out,
+        )
+    shown = 0
+    for message in _messages(cm, record.ref.name, None):
+        if message.role != "assistant" or not any(
+            isinstance(b, ThinkingBlock | RedactedThinkingBlock) for b in message.content
+        ):
+            continue
+        if parts_left <= 0 or bytes_left <= 0:
+            _truncated(out, json_lines=json_lines)
+            return
+        try:
+            found = read_reasoning(
+                cm, message_id=message.id, max_parts=parts_left, max_bytes=bytes_left
+            )
+        except ValueError as err:
+            raise CliError(f"{err}; pass --sidecar PATH") from err
+        for part in found.parts:
+            _print_part(message, part, out, json_lines=json_lines, color=color)
+            shown += 1
+        parts_left -= len(found.parts)
+        bytes_left -= found.bytes
+        if found.truncated:
+            _truncated(out, json_lines=json_lines)
+            return
+    if shown == 0 and not json_lines:
+        print("no reasoning on this branch", file=out)
+
+
+def _truncated(out: TextIO, *, json_lines: bool) -> None:
+    if json_lines:
+        print(json.dumps({"truncated": True}), file=out)
+    else:
+        print(
+            "(truncated: the audit reader's bound was reached; later parts are not shown)", file=out
+        )
+
+
+def _print_part(
+    message: StoredMessage, part: ReasoningPart, out: TextIO, *, json_lines: bool, color: bool
+) -> None:
+    text = part.text.value if part.text is not None else None  # deliberately: untrusted
+    if json_lines:
+        record: dict[str, Any] = {
+            "message_id": part.message_id,
+            "sequence": message.sequence,
+            "block": part.block,
+            "kind": part.kind,
+            "status": part.status,
+            "ref": part.ref,
+            "digest": part.digest,
+            "size": part.size,
+            "untrusted_text": text,
+        }
+        print(json.dumps(record), file=out)
+        return
+    digest = f" {part.digest[:12]}…" if part.digest else ""
+    status = part.status if part.status == "ok" else style(part.status, BOLD_YELLOW, color)
+    size = f"{part.size} bytes{digest}"
+    print(f"#{message.sequence:<4} block {part.block}  {status}  {part.kind}  {size}", file=out)
+    if text is None:
+        return
+    marker = style(f"  {UNTRUSTED} ┆ ", DIM, color)
+    for line in clean(text).split("\n") if text else ["(empty: display omitted)"]:
+        print(f"{marker}{line}", file=out)
