@@ -398,6 +398,8 @@ class Compiler:
             for msg in m.store.read(m.namespace, lineage, after=state.start - 1)
             if msg.metadata.kind != SUMMARY_KIND
         ]
+        if not window:
+            return None  # nothing stored since the last fold: there is nothing to fold
         previous = m.store.get(m.namespace, state.summary_id) if state.summary_id else None
         cut = fold_cut(state.spans, strategy.keep_tokens)
         mid_round = bool(window) and _answers_tools(window[-1])
@@ -553,9 +555,10 @@ class Compiler:
             )
         blocks = to_blocks(message)
         extra_messages = [_wire_message(item) for item in appended]
-        dropped = _dropped_paths(message)
+        sent = [*result.request["messages"], *extra_messages]
+        dropped = _dropped_paths(message, sent)
         if dropped:
-            chain = chain_of_messages([*result.request["messages"], *extra_messages], skip=dropped)
+            chain = chain_of_messages(sent, skip=dropped)
         else:
             chain = chain_of_messages(extra_messages, start=result.end_chain)
         seals: dict[str, str] = {}
@@ -701,7 +704,11 @@ def _wire_message(item: object) -> dict[str, Any]:
     )
 
 
-def _dropped_paths(message: object) -> frozenset[tuple[int, int]]:
+def _dropped_paths(
+    message: object, sent: Sequence[dict[str, Any]]
+) -> frozenset[tuple[int, int]]:
+    """The reported drops that name a thinking block of ``sent``: a provider path naming any
+    other block (or none) is ignored, so it can never bend the reply's stamp."""
     reported = (
         message.get("input_transformations")
         if isinstance(message, dict)
@@ -712,7 +719,14 @@ def _dropped_paths(message: object) -> frozenset[tuple[int, int]]:
     from ._drops import parse_input_transformations
 
     drops = parse_input_transformations(message)
-    return frozenset((d.i, d.j) for d in drops if d.i is not None and d.j is not None)
+    paths = {(d.i, d.j) for d in drops if d.i is not None and d.j is not None}
+    return frozenset(
+        (i, j)
+        for i, j in paths
+        if i < len(sent)
+        and j < len(content := wire_content(sent[i].get("content", [])))
+        and content[j].get("type") in ("thinking", "redacted_thinking")
+    )
 
 
 def _summary_text(value: object) -> str:

@@ -1,8 +1,9 @@
 """What the host sends beside the messages, and how binding is configured.
 
 ``Head`` is frozen; its component digests are computed once at construction over canonical
-JSON (``_canonical``), so comparing heads is O(1). The binding digest covers ``system``,
-``tools`` and ``model``; ``settings`` join it only with ``ThinkingBinding(binds_settings=True)``.
+JSON (``_canonical``), so comparing heads is O(1). The binding digest covers ``system`` (a string
+and its one text block bind alike), the non-deferred ``tools`` and ``model``; ``settings`` join
+it only with ``ThinkingBinding(binds_settings=True)``.
 """
 
 from __future__ import annotations
@@ -34,6 +35,30 @@ def _settings(value: Mapping[str, Any] | None) -> dict[str, Any]:
     return dict(value or {})
 
 
+def bound_system(system: str | Sequence[Mapping[str, Any]] | None) -> Any:
+    """``system`` in the form its digest is taken over: equal meanings digest alike.
+
+    The API binds a string as the one text block it stands for and ``""`` as nothing, and never
+    binds ``cache_control``; so one plain text block digests as its string, and an empty system
+    as ``None``. (Stamps made before this normalisation, over a string, stay valid.)
+    """
+    if not system:
+        return None
+    if isinstance(system, str):
+        return system
+    blocks = [dict(block) for block in system]
+    if len(blocks) == 1 and blocks[0].get("type") == "text":
+        plain = {k: v for k, v in blocks[0].items() if k != "cache_control"}
+        if set(plain) == {"type", "text"} and isinstance(plain["text"], str):
+            return plain["text"] or None
+    return blocks
+
+
+def bound_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The tools a thinking block binds to: every tool but deferred ones (``defer_loading``)."""
+    return [dict(tool) for tool in tools if not tool.get("defer_loading")]
+
+
 @attrs.frozen
 class Head:
     """The request's head: ``model``, ``system`` text or text blocks, ``tools``, ``settings``.
@@ -53,8 +78,8 @@ class Head:
 
     def __attrs_post_init__(self) -> None:
         values = {
-            "system": self.system,
-            "tools": list(self.tools),
+            "system": bound_system(self.system),
+            "tools": bound_tools(self.tools),
             "model": self.model,
             "settings": self.settings,
         }

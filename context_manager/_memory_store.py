@@ -35,6 +35,7 @@ class _Namespace:
     branches: dict[str, BranchRecord] = attrs.field(factory=dict)
     current: str | None = None
     by_branch: dict[str, SortedDict] = attrs.field(factory=dict)
+    by_kind: dict[tuple[str, str], SortedDict] = attrs.field(factory=dict)  # (branch, kind)
     changes: SortedList = attrs.field(factory=SortedList)  # (serial, sequence)
     signatures: dict[str, list[MessageId]] = attrs.field(factory=dict)
     stamps: dict[MessageId, dict[str, Any]] = attrs.field(factory=dict)
@@ -161,6 +162,9 @@ class MemoryStore:
                 created_at=dt.datetime.now(dt.UTC),
             )
             space.by_branch[branch][sequence] = message
+            if stored_meta.kind is not None:
+                kinds = space.by_kind.setdefault((branch, stored_meta.kind), SortedDict())
+                kinds[sequence] = message
             self._messages[message.id] = (namespace, message)
             if stamp is not None:
                 space.stamps[message.id] = stamp
@@ -191,7 +195,8 @@ class MemoryStore:
             space = self._space(namespace)
             segments = []
             for key, top in lineage:
-                index = space.by_branch.get(key)
+                # A kind has its own index, so finding one (the latest summary) is O(found).
+                index = space.by_branch.get(key) if kind is None else space.by_kind.get((key, kind))
                 if index is None:
                     continue
                 bounds = [x for x in (top, upto) if x is not None]
@@ -218,6 +223,8 @@ class MemoryStore:
             new = attrs.evolve(old, content=stored_content)
             space.revisions.append((message_id, old.content))
             space.by_branch[old.branch][old.sequence] = new
+            if new.metadata.kind is not None:
+                space.by_kind[(old.branch, new.metadata.kind)][old.sequence] = new
             self._messages[message_id] = (namespace, new)
             self._serial += 1
             space.changes.add((self._serial, old.sequence))

@@ -153,19 +153,24 @@ def judge_thinking(
     sendable because unsigned).
     """
     release = ctx.releases.get(message.id)
+    stamp = ctx.stamps.get(message.id)
+    head = stamp.get("head") if stamp is not None else None
+    changed = changed_components(head, ctx.digests) if isinstance(head, Mapping) else ()
+    head_moved = ctx.binds and any(name in ctx.bound for name in changed)
     if release is not None and index >= release.from_block:
-        return ("hidden" if release.reported else "released"), ()
+        if release.reported:
+            return "hidden", ()
+        # A released block whose head also changed reports the head: the strip's cause is read
+        # at its first block, and a head change must not pass as a message change (SPEC 7).
+        return ("head", changed) if head_moved else ("released", ())
     if not signature_of(block):
         return "hidden", ()
     if not ctx.binds:
         return "keep", ()
-    stamp = ctx.stamps.get(message.id)
-    head = stamp.get("head") if stamp is not None else None
     seals = stamp.get("seals") if stamp is not None else None
     if not isinstance(head, Mapping) or not isinstance(seals, Mapping):
         return "unstamped", ()
-    changed = changed_components(head, ctx.digests)
-    if any(name in ctx.bound for name in changed):
+    if head_moved:
         return "head", changed
     if seals.get(str(index)) != seal(chain, wire):
         return ("unstamped" if str(index) not in seals else "prefix"), ()
@@ -209,7 +214,10 @@ def _attach(
     kind: ProvenanceKind,
     source: Source | None,
     merging: bool,
+    tokens: int | None = None,
 ) -> None:
+    """Add ``blocks`` as a new message, or merge them into the last; ``tokens``: the new
+    message's estimate when the caller already has it (estimated once per message)."""
     if merging:
         old = state.messages[-1]
         offset = len(old["content"])
@@ -238,7 +246,8 @@ def _attach(
     message = {"role": role, "content": list(blocks)}
     state.messages.append(message)
     state.provenance.append(ProvenanceEntry(kind=kind, sources=() if source is None else (source,)))
-    tokens = ctx.estimator(message)
+    if tokens is None:
+        tokens = ctx.estimator(message)
     state.message_tokens.append(tokens)
     state.total_tokens += tokens
 
@@ -333,11 +342,12 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
         state.open_tool_uses = {}
     elif role == "assistant":
         state.open_tool_uses = {**state.open_tool_uses, **new_tool_uses}
+    tokens = ctx.estimator({"role": role, "content": kept}) if kept else 0
     if kept:
         state.chain = chain
         kind: ProvenanceKind = "notice" if notice else "message"
-        _attach(state, ctx, role, kept, kind, Source(message.id, mapping, signatures), merging)
-    tokens = ctx.estimator({"role": role, "content": kept}) if kept else 0
+        source = Source(message.id, mapping, signatures)
+        _attach(state, ctx, role, kept, kind, source, merging, tokens)
     state.spans.append(Span(message.sequence, tokens, is_clean_start(message)))
 
 

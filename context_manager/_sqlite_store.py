@@ -18,6 +18,8 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import structlog
+
 from ._content import Block, blocks_from_wire
 from ._errors import BranchExists, BranchNotFound, MessageNotFound, NotADatabase, SchemaTooNew
 from ._messages import (
@@ -67,8 +69,16 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE branch_state ADD COLUMN anchor INTEGER;
     """,
+    # 3: finding a kind (the latest fold summary, notices) reads O(found), not O(history).
+    # Partial: most messages have no kind, so the index stays small.
+    """
+    CREATE INDEX IF NOT EXISTS messages_by_kind ON messages (ns, branch, kind, seq)
+        WHERE kind IS NOT NULL;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
+
+log = structlog.get_logger("context_manager.store")
 
 
 class SQLiteStore:
@@ -402,17 +412,21 @@ class SQLiteStore:
             chunk = ids[start : start + _SQL_VARIABLES_PER_QUERY]
             marks = ",".join("?" * len(chunk))
             rows = self._query(
-                f"SELECT id, stamp FROM messages WHERE ns = ? AND id IN ({marks}) "
+                # ``+ns``: look ids up by their unique index; with a plain ``ns = ?`` SQLite
+                # walks the namespace's whole history instead (O(history) per read).
+                f"SELECT id, stamp FROM messages WHERE +ns = ? AND id IN ({marks}) "
                 "AND stamp IS NOT NULL",
                 [namespace, *chunk],
             )
             for mid, stamp in rows:
                 try:
                     value = json.loads(stamp)
-                except ValueError:
-                    continue  # a corrupt stamp reads as no stamp: the block is never sent
-                if isinstance(value, dict):
+                except (TypeError, ValueError):
+                    value = None
+                if _is_stamp(value):
                     out[mid] = value
+                else:  # a corrupt stamp reads as no stamp: the reply's thinking is never sent
+                    log.warning("stamp_unreadable", namespace=namespace, message_id=mid)
         return out
 
     def find_signature(self, namespace: str, signature_digest: str) -> list[MessageId]:
@@ -483,6 +497,15 @@ class SQLiteStore:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+def _is_stamp(value: Any) -> bool:
+    """The shape ``record_reply`` writes: ``{"head": {...}, "seals": {...}, ...}``."""
+    return (
+        isinstance(value, dict)
+        and isinstance(value.get("head"), dict)
+        and isinstance(value.get("seals"), dict)
+    )
 
 
 _SQL_VARIABLES_PER_QUERY = 500

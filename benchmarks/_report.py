@@ -1,0 +1,216 @@
+"""The report: the JSON figures CI tooling reads, the ratios and targets, and the printed table.
+
+The top-level keys are a contract (issue 8): ``compile_steady``, ``baseline_full``,
+``tool_loop_turn``, ``full_window_compile``, ``append_per_second``, ``reopen_seconds``,
+``told_state_entries``, ``told_state_cap``, ``ratios`` and ``machine``. Seconds throughout.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sqlite3
+from collections.abc import Mapping
+from typing import Any
+
+from ._told import ToldReport
+
+FLATNESS_MAX = 1.5
+"""Steady compile at the largest history over the smallest: compile cost must not grow."""
+
+VS_FULL_MIN = 50.0
+"""Full-recompile baseline over steady compile at the largest history."""
+
+TOOL_LOOP_MAX = 2.0
+"""A tool-loop turn over its calls' worth of steady compiles."""
+
+REQUIRED_KEYS = (
+    "compile_steady",
+    "baseline_full",
+    "tool_loop_turn",
+    "full_window_compile",
+    "append_per_second",
+    "reopen_seconds",
+    "told_state_entries",
+    "told_state_cap",
+    "ratios",
+    "machine",
+)
+"""Keys every report has (``targets``, ``worst_case``, ``told_state``, ``details`` and
+``config`` are there too, for readers)."""
+
+
+def machine() -> dict[str, Any]:
+    """What the run ran on: platform, Python, CPUs, memory, SQLite."""
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        usable = os.cpu_count() or 0
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # no sysconf names (Windows, some BSDs)
+        memory = 0
+    return {
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "processor": _processor(),
+        "python": f"{platform.python_implementation()} {platform.python_version()}",
+        "cpu_count": os.cpu_count() or 0,
+        "cpus_usable": usable,
+        "memory_gib": round(memory / 2**30, 1),
+        "sqlite": sqlite3.sqlite_version,
+    }
+
+
+def _processor() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def build_report(
+    *,
+    config: Mapping[str, Any],
+    steady: Mapping[int, float],
+    baseline: Mapping[int, float],
+    tool_loop: float,
+    tool_calls: int,
+    tool_loop_size: int,
+    head_change: float,
+    fold: float,
+    appends_per_second: float,
+    reopen_seconds: float,
+    told: ToldReport,
+    details: Mapping[str, Any],
+) -> dict[str, Any]:
+    """Assemble the report; ratios are taken on the smallest and largest sizes measured."""
+    small, large = min(steady), max(steady)
+    ratios = {
+        "flatness": steady[large] / steady[small],
+        "vs_full": baseline[large] / steady[large],
+        "tool_loop": tool_loop / (tool_calls * steady[tool_loop_size]),
+    }
+    targets = {
+        "flatness": {"limit": f"<= {FLATNESS_MAX}", "met": ratios["flatness"] <= FLATNESS_MAX},
+        "vs_full": {"limit": f">= {VS_FULL_MIN:g}", "met": ratios["vs_full"] >= VS_FULL_MIN},
+        "tool_loop": {"limit": f"<= {TOOL_LOOP_MAX}", "met": ratios["tool_loop"] <= TOOL_LOOP_MAX},
+        "told_state": {"limit": f"<= {told.cap:,}", "met": told.entries <= told.cap},
+    }
+    return {
+        "compile_steady": {str(size): seconds for size, seconds in sorted(steady.items())},
+        "baseline_full": {str(size): seconds for size, seconds in sorted(baseline.items())},
+        "tool_loop_turn": tool_loop,
+        "full_window_compile": max(head_change, fold),
+        "append_per_second": appends_per_second,
+        "reopen_seconds": reopen_seconds,
+        "told_state_entries": told.entries,
+        "told_state_cap": told.cap,
+        "ratios": ratios,
+        "targets": targets,
+        "worst_case": {"head_change": head_change, "fold": fold},
+        "told_state": {
+            "events": told.events,
+            "seconds": told.seconds,
+            "lines": told.lines,
+            "samples": [
+                {"events": events, "entries": entries, "peak_memory_mib": round(mib, 1)}
+                for events, entries, mib in told.samples
+            ],
+        },
+        "details": dict(details),
+        "config": dict(config),
+        "machine": machine(),
+    }
+
+
+def _seconds(value: float) -> str:
+    if value >= 1:
+        return f"{value:.2f} s"
+    if value >= 1e-3:
+        return f"{value * 1e3:.2f} ms"
+    return f"{value * 1e6:.0f} µs"
+
+
+def table(report: Mapping[str, Any]) -> str:
+    """The report as a Markdown table, ratios and targets after it."""
+    rows = [("History (stored messages)", "Steady compile", "Full recompile (baseline)")]
+    for size, seconds in report["compile_steady"].items():
+        rows.append((f"{int(size):,}", _seconds(seconds), _seconds(report["baseline_full"][size])))
+    lines = [_row(rows[0]), "|---:|---:|---:|", *(_row(r) for r in rows[1:]), ""]
+    calls = report["config"]["tool_calls"]
+    at = report["config"]["tool_loop_size"]
+    worst = report["worst_case"]
+    figures = [
+        (
+            f"Tool-loop turn, {calls} calls at {at:,} messages (compile total)",
+            _seconds(report["tool_loop_turn"]),
+        ),
+        ("Full-window compile: head change", _seconds(worst["head_change"])),
+        ("Full-window compile: fold", _seconds(worst["fold"])),
+        ("Durable appends per second (one commit each)", f"{report['append_per_second']:,.0f}"),
+        (
+            f"Reopen at {max(map(int, report['compile_steady'])):,} messages (to first request)",
+            _seconds(report["reopen_seconds"]),
+        ),
+        (
+            f"Told state after {report['told_state']['events']:,} teller events",
+            f"{report['told_state_entries']:,} entries (cap {report['told_state_cap']:,})",
+        ),
+    ]
+    peak = report["told_state"]["samples"]
+    if peak:
+        figures.append(
+            (
+                "Teller process peak memory, at 10% / 50% / all events",
+                " → ".join(f"{s['peak_memory_mib']:.0f}" for s in peak) + " MiB",
+            )
+        )
+    lines += [_row(("Figure", "Value")), "|---|---:|", *(_row(f) for f in figures), ""]
+    lines += [_row(("Ratio", "Measured", "Target", "Met")), "|---|---:|---|---|"]
+    for name, value in report["ratios"].items():
+        target = report["targets"][name]
+        lines.append(
+            _row(
+                (
+                    f"`{name}`",
+                    f"{value:,.2f}",
+                    target["limit"],
+                    "yes" if target["met"] else "**no**",
+                )
+            )
+        )
+    told = report["targets"]["told_state"]
+    lines.append(
+        _row(
+            (
+                "told state",
+                f"{report['told_state_entries']:,}",
+                told["limit"],
+                "yes" if told["met"] else "**no**",
+            )
+        )
+    )
+    return "\n".join(lines)
+
+
+def _row(cells: tuple[str, ...]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def describe_machine(info: Mapping[str, Any]) -> str:
+    """One line naming the machine (for the table's caption)."""
+    return (
+        f"{info['processor']}, {info['cpus_usable']} usable of {info['cpu_count']} CPUs, "
+        f"{info['memory_gib']} GiB, {info['platform']}, {info['python']}, "
+        f"SQLite {info['sqlite']}"
+    )
+
+
+def all_met(report: Mapping[str, Any]) -> bool:
+    """True when every target was met."""
+    return all(target["met"] for target in report["targets"].values())

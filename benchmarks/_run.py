@@ -1,0 +1,256 @@
+"""One run: grow the history once (snapshotting each size), then measure with every size open.
+
+The told-state run goes on in a child process meanwhile; steady compiles are interleaved across
+sizes so a change in the machine's load falls on every size, and both sides of a ratio, alike.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import functools
+import multiprocessing
+import os
+import shutil
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from context_manager import Passthrough, SQLiteStore, Window
+
+from ._history import History, mean_message_tokens
+from ._quiet import quiet_logging
+from ._report import build_report
+from ._scenarios import (
+    baseline_compile,
+    fold_compile,
+    head_change_compile,
+    steady_and_tool_loop,
+    window_size,
+)
+from ._storage import append_throughput, reopen
+from ._timing import clock, median, spread, timed
+from ._told import ToldReport, told_state
+
+AGENT = "ada"
+FOLD_AGENT = "folder"
+
+FOLD_KEEP_SHARE = 4
+"""The fold scenario keeps at most a quarter of the window as its tail."""
+
+PROBE_SEED_SALT = 7_919
+"""Probes continue a snapshot with their own (seeded) words, apart from the generator's."""
+
+
+@attrs.frozen
+class Config:
+    """What one run measures, and how many times.
+
+    Attributes:
+        sizes: stored-history sizes the steady compile and the baseline are measured at.
+        window_messages: the ``Window`` holds about this many stored messages.
+        repeats: steady compiles per size.
+        worst_repeats: repetitions of each worst case (a whole window re-rendered each).
+        baseline_repeats: repetitions of the full-recompile baseline (O(history) each).
+        loop_repeats: tool-loop turns.
+        reopen_repeats: reopens of the largest history.
+        tool_calls: model calls per tool-loop turn.
+        tool_loop_size: the history size (one of ``sizes``) the tool loop runs at.
+        appends: durable appends timed for the throughput figure.
+        teller_events: events fed to the long-lived agent's teller.
+        seed: fixes every history and event stream.
+        quick: a ``--quick`` run (recorded in the report).
+        teller_in_child: run the told-state scenario in a child process, beside generation.
+    """
+
+    sizes: tuple[int, ...] = (1_000, 10_000, 100_000)
+    window_messages: int = 2_000
+    repeats: int = 201
+    worst_repeats: int = 15
+    baseline_repeats: int = 5
+    loop_repeats: int = 21
+    reopen_repeats: int = 7
+    tool_calls: int = 50
+    tool_loop_size: int = 10_000
+    appends: int = 1_000
+    teller_events: int = 1_000_000
+    seed: int = 20_260_801
+    quick: bool = False
+    teller_in_child: bool = True
+
+    def __attrs_post_init__(self) -> None:
+        if self.tool_loop_size not in self.sizes:
+            raise ValueError(
+                f"tool_loop_size {self.tool_loop_size} must be one of the sizes {self.sizes}"
+            )
+
+    @classmethod
+    def full(cls) -> Config:
+        """The full run (README's table)."""
+        return cls()
+
+    @classmethod
+    def quick_run(cls) -> Config:
+        """``--quick``: every size, fewer repetitions; under three minutes on two cores."""
+        return cls(
+            repeats=61,
+            worst_repeats=7,
+            baseline_repeats=3,
+            loop_repeats=9,
+            reopen_repeats=3,
+            appends=200,
+            quick=True,
+        )
+
+    @classmethod
+    def tiny(cls) -> Config:
+        """Every code path on toy sizes, in seconds (the smoke test's run; figures meaningless)."""
+        return cls(
+            sizes=(40, 80, 160),
+            window_messages=30,
+            repeats=3,
+            worst_repeats=2,
+            baseline_repeats=1,
+            loop_repeats=2,
+            reopen_repeats=1,
+            tool_calls=4,
+            tool_loop_size=80,
+            appends=3,
+            teller_events=3_000,
+            quick=True,
+        )
+
+
+Progress = Callable[[str], None]
+
+
+def stderr_progress() -> Progress:
+    """Progress lines on stderr, each with the seconds since this was called."""
+    started = clock()
+
+    def say(line: str) -> None:
+        print(f"[{clock() - started:6.1f} s] {line}", file=sys.stderr, flush=True)
+
+    return say
+
+
+def _told_quietly(events: int, seed: int) -> ToldReport:
+    quiet_logging()
+    return told_state(events, seed=seed)
+
+
+def _snapshot(history: History, path: Path, copy: Path) -> None:
+    """Copy the store file as it is now; ``history`` goes on with the file reopened."""
+    history.store.close()
+    for suffix in ("", "-wal"):
+        if os.path.exists(f"{path}{suffix}"):
+            shutil.copyfile(f"{path}{suffix}", f"{copy}{suffix}")
+    history.attach(SQLiteStore(path))
+
+
+def run(
+    config: Config, workdir: str | os.PathLike[str], *, progress: Progress | None = None
+) -> dict[str, Any]:
+    """Run every scenario of ``config`` with its stores in ``workdir``; returns the report.
+
+    The report's keys are described in ``build_report``.
+    """
+    say = progress or stderr_progress()
+    work = Path(workdir)
+    path = work / "history.db"
+    told_job: concurrent.futures.Future[ToldReport] | None = None
+    pool: concurrent.futures.ProcessPoolExecutor | None = None
+    if config.teller_in_child:
+        pool = concurrent.futures.ProcessPoolExecutor(
+            max_workers=1, mp_context=multiprocessing.get_context("spawn")
+        )
+        told_job = pool.submit(_told_quietly, config.teller_events, config.seed)
+    try:
+        mean_tokens = mean_message_tokens(config.seed)
+        window_tokens = int(mean_tokens * config.window_messages)
+        strategy = Window(max_tokens=window_tokens)
+        history = History(SQLiteStore(path), AGENT, strategy, seed=config.seed)
+        largest = max(config.sizes)
+        generation: dict[str, float] = {}
+        stored: dict[str, int] = {}
+        for size in sorted(config.sizes):
+            say(f"history: growing to {size:,} messages")
+            generation[str(size)], _ = timed(functools.partial(history.grow_to, size))
+            stored[str(size)] = history.count
+            if size != largest:
+                _snapshot(history, path, work / f"history-{size}.db")
+        folder = History(history.store, FOLD_AGENT, Passthrough(), seed=config.seed + 1)
+        folder.grow_to(config.window_messages)
+        if told_job is not None:
+            say("told state: waiting for the teller run")
+            told = told_job.result()
+        else:
+            say(f"told state: {config.teller_events:,} teller events")
+            told = told_state(config.teller_events, seed=config.seed)
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+
+    probes = {largest: history}
+    for size in config.sizes:
+        if size != largest:
+            probes[size] = History(
+                SQLiteStore(work / f"history-{size}.db"),
+                AGENT,
+                strategy,
+                seed=config.seed + PROBE_SEED_SALT + size,
+                count=stored[str(size)],
+            )
+    windows = {str(size): window_size(probe) for size, probe in sorted(probes.items())}
+    say(
+        f"steady compiles at {', '.join(f'{s:,}' for s in sorted(probes))}, interleaved; "
+        f"tool-loop turns of {config.tool_calls} calls at {config.tool_loop_size:,}"
+    )
+    steady, turns = steady_and_tool_loop(
+        probes,
+        config.repeats,
+        loop_size=config.tool_loop_size,
+        loop_repeats=config.loop_repeats,
+        calls=config.tool_calls,
+    )
+    baseline: dict[int, float] = {}
+    for size, probe in sorted(probes.items()):
+        say(f"full-recompile baseline at {size:,}")
+        baseline[size] = median(
+            baseline_compile(probe, config.baseline_repeats, window_tokens=window_tokens)
+        )
+    say("worst cases: a head change, a fold")
+    head_change = median(head_change_compile(history, config.worst_repeats))
+    fold = median(
+        fold_compile(folder, config.worst_repeats, keep_tokens=window_tokens // FOLD_KEEP_SHARE)
+    )
+    for probe in probes.values():
+        probe.store.close()
+
+    say(f"store: {config.appends:,} durable appends, reopen at {largest:,}")
+    appends = append_throughput(path, config.appends)
+    reopened = median(reopen(path, AGENT, strategy, history.head, config.reopen_repeats))
+    return build_report(
+        config=attrs.asdict(config),
+        steady={size: median(samples) for size, samples in steady.items()},
+        baseline=baseline,
+        tool_loop=median(turns),
+        tool_calls=config.tool_calls,
+        tool_loop_size=config.tool_loop_size,
+        head_change=head_change,
+        fold=fold,
+        appends_per_second=appends,
+        reopen_seconds=reopened,
+        told=told,
+        details={
+            "window_tokens": window_tokens,
+            "window": windows,
+            "stored_messages": stored,
+            "generation_seconds": generation,
+            "fold_window_messages": folder.count,
+            "steady_spread": {str(k): spread(v) for k, v in steady.items()},
+            "tool_loop_spread": spread(turns),
+        },
+    )

@@ -1,0 +1,84 @@
+"""The benchmarks keep working: their code paths run on toy sizes. No figure is asserted on.
+
+Times are never checked here (the suite stays deterministic); what is checked is that a run
+reports every key the issue names, that the histories are what they claim to be (deterministic,
+signed so the simulator verifies them), and that the baseline does the compiler's job.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from benchmarks import (
+    REQUIRED_KEYS,
+    History,
+    full_recompile,
+    mean_message_tokens,
+    quiet_logging,
+    told_state,
+)
+from benchmarks.__main__ import main
+from context_manager import SQLiteStore, Window
+from context_manager.simulator import Simulator
+
+SEED = 11
+WINDOW_MESSAGES = 40
+
+
+def _history(path: Path, messages: int, *, seed: int = SEED) -> History:
+    window = Window(max_tokens=int(mean_message_tokens(seed) * WINDOW_MESSAGES))
+    history = History(SQLiteStore(path), "ada", window, seed=seed)
+    history.grow_to(messages)
+    return history
+
+
+def test_a_smoke_run_writes_every_figure_the_issue_names(tmp_path: Path) -> None:
+    out = tmp_path / "out.json"
+
+    assert main(["--smoke", "--json", str(out)]) in (0, 1)
+
+    report = json.loads(out.read_text())
+    assert set(REQUIRED_KEYS) <= set(report)
+    assert list(report["compile_steady"]) == list(report["baseline_full"]) == ["40", "80", "160"]
+    assert set(report["ratios"]) == {"flatness", "vs_full", "tool_loop"}
+    assert {"platform", "python", "cpu_count", "memory_gib"} <= set(report["machine"])
+    assert report["told_state_entries"] <= report["told_state_cap"]
+
+
+def test_the_baseline_sends_what_the_compiler_sends(tmp_path: Path) -> None:
+    history = _history(tmp_path / "h.db", 150)
+    window = history.strategy.max_tokens
+
+    compiled = history.cm.compile(history.head).request["messages"]
+    rebuilt = full_recompile(history.cm, history.head, window_tokens=window)
+
+    assert rebuilt == compiled
+
+
+def test_every_thinking_block_a_compile_keeps_verifies_at_the_simulator(tmp_path: Path) -> None:
+    history = _history(tmp_path / "h.db", 150)
+
+    request = history.cm.compile(history.head).request
+    checks = Simulator().verify(request)
+
+    assert checks
+    assert [check.reason for check in checks] == [None] * len(checks)
+
+
+def test_the_same_seed_stores_the_same_history(tmp_path: Path) -> None:
+    one = _history(tmp_path / "one.db", 60)
+    two = _history(tmp_path / "two.db", 60)
+
+    assert [m.content for m in one.cm.messages()] == [m.content for m in two.cm.messages()]
+
+
+def test_told_state_fills_up_to_the_cap_and_never_past_it() -> None:
+    quiet_logging()  # the teller's alerts are warnings, one per told drop
+
+    report = told_state(5_000, seed=SEED, cap=50)
+
+    assert report.events == 5_000
+    held = [entries for _, entries, _ in report.samples]
+    assert max(held) == report.cap == 50
+    assert report.entries <= report.cap
