@@ -19,30 +19,37 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import structlog
 
-from ._canonical import signature_digest
-from ._chain import CHAIN_SEED, chain_of_messages, feed_block, seal, wire_content
+from ._chain import CHAIN_SEED, feed_block
 from ._content import (
-    TextBlock,
-    ToolResultBlock,
-    ToolUseBlock,
     block_to_wire,
     is_thinking,
-    signature_of,
     to_blocks,
 )
 from ._errors import OverBudget
+from ._fold import (
+    SUMMARY_KIND,
+    FoldRequest,
+    covers_upto,
+    fold_entries,
+    kept_thinking,
+    plan_fold,
+    summary_parts,
+)
 from ._head import Head
 from ._messages import MessageId, MessageMeta, StoredMessage
+from ._record import stamp_reply
 from ._render import (
     RenderContext,
     RenderState,
+    Span,
     StripEntry,
     close_tool_round,
+    is_clean_start,
     render_message,
     render_text_prefix,
 )
-from ._results import CompileResult, ThinkingStrip
-from ._selection import fold_cut, jump_anchor, required_tokens
+from ._results import CompileResult, ProvenanceEntry, ThinkingStrip
+from ._selection import jump_anchor, required_tokens
 from ._store import Lineage, Release
 from ._strategies import Fold, Window
 
@@ -56,12 +63,6 @@ DEFAULT_MAX_TOKENS = 4096
 
 BINDING_BETA = "thinking-binding-controls-2026-08-01"
 """Needed for ``thinking.block_binding`` and for ``input_transformations`` in responses."""
-
-SUMMARY_KIND = "summary"
-"""``metadata.kind`` of a stored fold summary."""
-
-SUMMARY_HEADING = "[summary of earlier conversation]"
-"""Opens a summary's text so the model can tell it from the user's own words."""
 
 BUDGET_REANCHOR = 0.5
 """How far a budget-driven window jumps: to half the budget, like ``Window``'s default."""
@@ -85,15 +86,6 @@ class BindingRecord:
         for message_id, release in self.releases.items():
             assert release.message_id == message_id
             assert release.from_block >= 0
-
-
-@attrs.frozen
-class FoldRequest:
-    """A fold the compiler needs a summary for: ``covered`` goes to the summarizer."""
-
-    covered: tuple[StoredMessage, ...]
-    covers_upto: int
-    inflight_text: str | None
 
 
 @attrs.frozen
@@ -219,7 +211,7 @@ class Compiler:
             text = yield request
             summary = self._keep_summary(request, text, state, dry_run)
             folded = self._full_render(ctx, lineage, record, serial, summary=summary)
-            folded.unreported = _fold_entries(state, folded)
+            folded.unreported = fold_entries(state, folded)
             state = folded
         if limit is not None:
             target, cap = limit
@@ -344,7 +336,7 @@ class Compiler:
         m = self.manager
         if summary is None:
             summary = self._latest_summary(lineage)
-        base = _covers_upto(summary) + 1 if summary is not None else 0
+        base = covers_upto(summary) + 1 if summary is not None else 0
         if start is None and windowed:
             if record.anchor is not None and record.anchor >= base:
                 start = record.anchor
@@ -366,7 +358,7 @@ class Compiler:
         m = self.manager
         limit = self._window_limit(None) or (0, 0)
         cap = max(limit[1], 1)
-        spans: list[tuple[int, int, bool]] = []
+        spans: list[Span] = []
         tail = 0
         upto: int | None = None
         while tail <= cap:
@@ -377,16 +369,15 @@ class Compiler:
             if not chunk:
                 break
             for msg in chunk:
-                tokens = m.estimator({"role": msg.role, "content": _wire(msg)})
+                tokens = m.estimator(
+                    {"role": msg.role, "content": [block_to_wire(b) for b in msg.content]}
+                )
                 tail += tokens
-                spans.append((msg.sequence, tokens, _clean(msg)))
+                spans.append(Span(msg.sequence, tokens, is_clean_start(msg)))
             upto = chunk[-1].sequence - 1
             if len(chunk) < READ_CHUNK:
                 break
-        from ._render import Span
-
-        ordered = [Span(seq, tokens, clean) for seq, tokens, clean in reversed(spans)]
-        anchor = jump_anchor(ordered, limit[0])
+        anchor = jump_anchor(spans[::-1], limit[0])
         return anchor if anchor is not None else base
 
     def _plan_fold(
@@ -398,42 +389,16 @@ class Compiler:
             for msg in m.store.read(m.namespace, lineage, after=state.start - 1)
             if msg.metadata.kind != SUMMARY_KIND
         ]
-        if not window:
-            return None  # nothing stored since the last fold: there is nothing to fold
         previous = m.store.get(m.namespace, state.summary_id) if state.summary_id else None
-        cut = fold_cut(state.spans, strategy.keep_tokens)
-        mid_round = bool(window) and _answers_tools(window[-1])
-        # Mid-round, a kept tail would replay the in-flight call without its thinking, which
-        # cannot stay valid across a new prefix: the simple shape replays nothing older.
-        simple = cut is None or (mid_round and bool(_kept_thinking(state)))
-        inflight_text: str | None = None
-        if simple and window:
-            last = window[-1]
-            if mid_round:
-                inflight_text = _inflight_text(window)
-                covers_upto = last.sequence
-            elif _clean(last):
-                covers_upto = last.sequence - 1
-            else:
-                covers_upto = last.sequence
-        else:
-            assert cut is not None
-            covers_upto = cut - 1
-        covered = tuple(msg for msg in window if msg.sequence <= covers_upto)
-        if not covered:
-            return None  # nothing new to fold: the window is already as small as it gets
-        if previous is not None:
-            covered = (previous, *covered)
-        return FoldRequest(covered=covered, covers_upto=covers_upto, inflight_text=inflight_text)
+        return plan_fold(
+            window, previous, state.spans, strategy.keep_tokens, bool(kept_thinking(state))
+        )
 
     def _keep_summary(
         self, request: FoldRequest, text: str, state: RenderState, dry_run: bool
     ) -> StoredMessage:
         m = self.manager
-        content: list[TextBlock] = [TextBlock(f"{SUMMARY_HEADING}\n{text}")]
-        if request.inflight_text:
-            content.append(TextBlock(request.inflight_text))
-        meta = MessageMeta(kind=SUMMARY_KIND, extra={"covers_upto": request.covers_upto})
+        content, meta = summary_parts(request, text)
         if dry_run:
             return StoredMessage(
                 id="summary_preview",
@@ -554,32 +519,16 @@ class Compiler:
                 f"branch is {m.current_branch_key()}; switch back before recording"
             )
         blocks = to_blocks(message)
-        extra_messages = [_wire_message(item) for item in appended]
-        sent = [*result.request["messages"], *extra_messages]
-        dropped = _dropped_paths(message, sent)
-        if dropped:
-            chain = chain_of_messages(sent, skip=dropped)
-        else:
-            chain = chain_of_messages(extra_messages, start=result.end_chain)
-        seals: dict[str, str] = {}
-        signatures: list[str] = []
-        for index, block in enumerate(blocks):
-            wire = block_to_wire(block)
-            if is_thinking(block):
-                signature = signature_of(block)
-                if signature:
-                    seals[str(index)] = seal(chain, wire)
-                    signatures.append(signature_digest(signature))
-                else:
-                    log.warning(
-                        "thinking_unsigned",
-                        namespace=m.namespace,
-                        compile_id=result.compile_id,
-                        block=index,
-                        note="stored, never sent",
-                    )
-            chain = feed_block(chain, "assistant", wire)
-        stamp = {"v": 1, "head": dict(result.head_digests), "seals": seals}
+        stamped = stamp_reply(blocks, result, appended, message)
+        for index in stamped.unsigned:
+            log.warning(
+                "thinking_unsigned",
+                namespace=m.namespace,
+                compile_id=result.compile_id,
+                block=index,
+                note="stored, never sent",
+            )
+        stamp, signatures = stamped.stamp, list(stamped.signatures)
         if m.reasoning is not None:
             blocks = m.capture_reasoning(blocks, result)
         stored = m.store.append(
@@ -618,115 +567,9 @@ def _strip(
     )
 
 
-def _answers_tools(message: StoredMessage) -> bool:
-    return message.role == "user" and any(isinstance(b, ToolResultBlock) for b in message.content)
-
-
-def _kept_thinking(state: RenderState) -> list[tuple[MessageId, int]]:
-    """``(reply id, stored block index)`` of every thinking block ``state`` sends, in order."""
-    kept: list[tuple[MessageId, int]] = []
-    for entry in state.provenance:
-        for source in entry.sources:
-            kept.extend((source.message_id, source.blocks[j]) for j in sorted(source.signatures))
-    return kept
-
-
-def _fold_entries(before: RenderState, after: RenderState) -> list[StripEntry]:
-    """What a fold newly leaves out: thinking sent before it and not after, then the rest."""
-    still_sent = set(_kept_thinking(after))
-    seen: set[tuple[MessageId, int]] = set()
-    entries: list[StripEntry] = []
-    candidates = [
-        *before.unreported,
-        *(StripEntry(mid, block, "prefix") for mid, block in _kept_thinking(before)),
-        *after.unreported,
-    ]
-    for entry in candidates:
-        spot = (entry.message_id, entry.block)
-        if spot in still_sent or spot in seen:
-            continue
-        seen.add(spot)
-        entries.append(entry)
-    age = {**before.sequences, **after.sequences}
-    return sorted(entries, key=lambda e: (age.get(e.message_id, -1), e.block))
-
-
-def _tail_provenance(request: dict[str, Any], state: RenderState) -> tuple[Any, ...]:
-    from ._results import ProvenanceEntry
-
+def _tail_provenance(request: dict[str, Any], state: RenderState) -> tuple[ProvenanceEntry, ...]:
     extra = len(request["messages"]) - len(state.messages)
     return tuple(ProvenanceEntry(kind="synthetic") for _ in range(extra))
-
-
-def _covers_upto(summary: StoredMessage) -> int:
-    value = summary.metadata.extra.get("covers_upto")
-    return int(value) if isinstance(value, int) else summary.sequence - 1
-
-
-def _wire(message: StoredMessage) -> list[dict[str, Any]]:
-    return [block_to_wire(b) for b in message.content]
-
-
-def _clean(message: StoredMessage) -> bool:
-    from ._render import is_clean_start
-
-    return is_clean_start(message)
-
-
-def _inflight_text(window: Sequence[StoredMessage]) -> str:
-    last = window[-1]
-    names: dict[str, str] = {}
-    for msg in reversed(window[:-1]):
-        if msg.role == "assistant":
-            names = {b.id: b.name for b in msg.content if isinstance(b, ToolUseBlock)}
-            break
-    lines = []
-    for block in last.content:
-        if not isinstance(block, ToolResultBlock):
-            continue
-        if block.content is None or isinstance(block.content, str):
-            body = block.content or ""
-        else:
-            body = " ".join(b.text for b in block.content if isinstance(b, TextBlock))
-        name = names.get(block.tool_use_id, "tool")
-        status = " (error)" if block.is_error else ""
-        lines.append(f"Result of your {name} call{status}: {body}")
-    return "\n".join(lines)
-
-
-def _wire_message(item: object) -> dict[str, Any]:
-    if isinstance(item, StoredMessage):
-        return {"role": item.role, "content": _wire(item)}
-    if isinstance(item, dict) and "role" in item:
-        return {"role": str(item["role"]), "content": wire_content(item.get("content", []))}
-    raise TypeError(
-        f"appended message {item!r} must be a StoredMessage or a wire dict with a 'role'"
-    )
-
-
-def _dropped_paths(
-    message: object, sent: Sequence[dict[str, Any]]
-) -> frozenset[tuple[int, int]]:
-    """The reported drops that name a thinking block of ``sent``: a provider path naming any
-    other block (or none) is ignored, so it can never bend the reply's stamp."""
-    reported = (
-        message.get("input_transformations")
-        if isinstance(message, dict)
-        else getattr(message, "input_transformations", None)
-    )
-    if not reported:
-        return frozenset()
-    from ._drops import parse_input_transformations
-
-    drops = parse_input_transformations(message)
-    paths = {(d.i, d.j) for d in drops if d.i is not None and d.j is not None}
-    return frozenset(
-        (i, j)
-        for i, j in paths
-        if i < len(sent)
-        and j < len(content := wire_content(sent[i].get("content", [])))
-        and content[j].get("type") in ("thinking", "redacted_thinking")
-    )
 
 
 def _summary_text(value: object) -> str:
