@@ -37,3 +37,17 @@ def store(request: pytest.FixtureRequest, sqlite_path: Path) -> Iterator[Store]:
         yield made
     finally:
         made.close()
+
+
+# Hypothesis profiles (reliability, issue 9). Registered here, before the plugin reads
+# ``--hypothesis-profile``. ``ci`` sizes the model-based test in CI (tests/test_model_based.py
+# uses it unless a bigger profile is loaded); ``long`` runs thousands of examples locally and
+# raises every other property test's examples with it.
+from hypothesis import settings as _hypothesis_settings  # noqa: E402
+
+_hypothesis_settings.register_profile(
+    "ci", max_examples=300, stateful_step_count=10, deadline=None
+)
+_hypothesis_settings.register_profile(
+    "long", max_examples=3000, stateful_step_count=25, deadline=None
+)

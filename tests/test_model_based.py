@@ -1,0 +1,900 @@
+"""A model-based test: the runtime driven by Hypothesis against the simulator in drop-block mode.
+
+One agent runs turns (0-3 tool rounds) while the host changes its tools, system text, model and
+settings, folds, edits earlier messages, forks, switches and deletes branches, releases reasoning,
+and makes the simulator drop chosen blocks (each reason). After every step four invariants are
+checked against the simulator's own records:
+
+1. No sent block fails on its own: ``sim.verify`` passes every block of every request, so each
+   ``prefix_binding_mismatch`` the simulator reported follows a forced drop in the same request.
+2. Zero needless strips: every thinking block a compile newly left out of a rendered reply would
+   not have verified at its place (``sim.verify_block``), except blocks the host released and
+   blocks released after a prefix, organization or end-user drop (SPEC 8: they are released for
+   good, even though the simulator's one-shot forced drop would let them verify again). A block
+   left out once stays out on that branch (SPEC 7) and is judged only when it first goes.
+3. Every loss the rules say to tell is told, once per branch, and nothing else: a small
+   reference of SPEC 9's rules, fed by the strips the compiler reports and the drops the
+   simulator reports, predicts each branch's ``[reasoning]`` notices exactly.
+4. The transcript parses and every notice is a ``reasoning-loss`` system notice for the agent.
+
+Profiles (``tests/conftest.py``): the default runs ``ci`` (300 examples); ``--hypothesis-profile=
+long`` runs thousands. Set ``RELIABILITY_STATS=path`` to write the run's counts as JSON.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping, MutableMapping
+from typing import Any
+
+import attrs
+import pytest
+import structlog
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
+
+from context_manager import (
+    REASONING_LOSS_KIND,
+    CompileResult,
+    ContextManager,
+    Fold,
+    Head,
+    MemoryStore,
+    Passthrough,
+    RedactedThinkingBlock,
+    SQLiteStore,
+    Store,
+    StoredMessage,
+    TextBlock,
+    ThinkingBinding,
+    ThinkingBlock,
+    ThinkingStrip,
+    ToolResultBlock,
+    blocks_from_wire,
+    blocks_to_wire,
+)
+from context_manager._head import HEAD_COMPONENTS
+from context_manager.runtime import Agent, RetryPolicy, Runtime, ToolFunction
+from context_manager.simulator import (
+    DROP_REASONS,
+    END_USER_MISMATCH,
+    ORGANIZATION_MISMATCH,
+    PREFIX_MISMATCH,
+    InvalidRequest,
+    Simulator,
+)
+from notices import MARKER, TurnState, name_reply, reasoning_loss_line
+
+AGENT = "ada"
+MODELS = ("claude-opus-5-5", "claude-sonnet-5-5")
+SYSTEMS: tuple[Any, ...] = (
+    "You are Ada.",
+    [{"type": "text", "text": "You are Ada."}],
+    [{"type": "text", "text": "You are Ada.", "cache_control": {"type": "ephemeral"}}],
+    "You are Ada, on call tonight.",
+    None,
+)
+"""The first three bind the same (a string is the one text block it stands for; cache markers
+never bind); the last two differ."""
+
+
+def _tool(name: str, **extra: Any) -> dict[str, Any]:
+    return {"name": name, "description": f"The {name} tool.", "input_schema": {"type": "object"},
+            **extra}
+
+
+TOOLS = (
+    _tool("read_log"),
+    _tool("grep"),
+    _tool("search"),
+    _tool("fetch_docs", defer_loading=True),
+)
+"""Any subset may be offered; ``fetch_docs`` is deferred, so it never binds (SPEC 1)."""
+
+SETTINGS: tuple[dict[str, Any], ...] = (
+    {"max_tokens": 2048, "thinking": {"type": "adaptive"}},
+    {"max_tokens": 4096, "thinking": {"type": "adaptive", "display": "omitted"}},
+    {"max_tokens": 8192, "thinking": {"type": "enabled", "budget_tokens": 2048},
+     "metadata": {"user_id": "u-1"}},
+)
+"""Settings never bind (``binds_settings`` is off by default); thinking stays on throughout."""
+
+SHAPES = ("plain", "one", "two", "redacted", "mixed", "interleaved")
+"""How a reply carries reasoning: none, one or two thinking blocks, a redacted block, both
+kinds, or thinking on both sides of the reply's text."""
+
+MID_TURN = ("none", "tools", "system", "model", "fold", "drop", "release", "edit")
+"""What a tool does while it runs (the change reaches the turn's next call)."""
+
+RELEASED_REASONS = frozenset({PREFIX_MISMATCH, ORGANIZATION_MISMATCH, END_USER_MISMATCH})
+"""SPEC 8: dropped blocks with these reasons are released for good; model drops are kept."""
+
+BAD_EVENTS = frozenset(
+    {
+        "teller_failed",
+        "drop_placement_failed",
+        "strip_observer_failed",
+        "notice_store_failed",
+        "simulator_failed",
+        "provider_rejected",
+        "[reasoning] teller failed: nothing told",
+        "[reasoning] line not made: the store failed reading a reply",
+        "[reasoning] line not stored: it still counts as told",
+    }
+)
+"""Log events that mean something went wrong inside the library during a step."""
+
+FAST = RetryPolicy(attempts=2, base_delay=0.0, max_delay=0.0)
+
+STATS: collections.Counter[str] = collections.Counter()
+"""Counts over the whole run (examples, steps per rule, calls, strips, drops, notices)."""
+
+
+@attrs.frozen
+class TurnSpec:
+    """One turn: its tool rounds, its replies' shapes, what a tool changes mid-turn, and a drop
+    forced at its first call (``(reason, choice)``)."""
+
+    rounds: int
+    shapes: tuple[str, ...]
+    mid_turn: str
+    mid_round: int
+    mid_arg: int
+    drop: tuple[str, int] | None
+
+
+TURNS = st.builds(
+    TurnSpec,
+    rounds=st.integers(0, 3),
+    shapes=st.lists(st.sampled_from(SHAPES), min_size=4, max_size=4).map(tuple),
+    mid_turn=st.sampled_from(MID_TURN),
+    mid_round=st.integers(1, 3),
+    mid_arg=st.integers(0, 10_000),
+    drop=st.none() | st.tuples(st.sampled_from(DROP_REASONS), st.integers(0, 10_000)),
+)
+THEN = st.none() | TURNS
+"""A host action may be followed by a turn at once (so most examples reach many compiles)."""
+
+
+def _signature(block: Mapping[str, Any]) -> str | None:
+    value = block.get("data") if block.get("type") == "redacted_thinking" else block.get(
+        "signature"
+    )
+    return value if isinstance(value, str) and value else None
+
+
+def _content(message: Mapping[str, Any]) -> list[dict[str, Any]]:
+    content = message.get("content")
+    return list(content) if isinstance(content, list) else []
+
+
+def _is_thinking(block: object) -> bool:
+    return isinstance(block, ThinkingBlock | RedactedThinkingBlock)
+
+
+def _owns(turn: TurnState, message: StoredMessage | None) -> bool:
+    return message is not None and turn.owns(message)
+
+
+@attrs.define
+class BranchModel:
+    """What the reference knows about one branch (copied to a fork when it is made)."""
+
+    left_out: dict[str, int] = attrs.field(factory=dict)
+    """Per reply, the lowest thinking block a committing compile left out: that block and
+    every later one of the reply are out for good (a release runs from its block on, so a
+    block an edit moves down stays out)."""
+    host_released: dict[str, int] = attrs.field(factory=dict)
+    drop_released: dict[str, int] = attrs.field(factory=dict)
+    notices: list[str] = attrs.field(factory=list)
+    """The ``[reasoning]`` lines the branch must show, oldest first (a fork inherits them)."""
+    told: set[str] = attrs.field(factory=set)
+    """Reply ids told on this branch (not inherited: told state is per branch key)."""
+    compiled: bool = False
+    """A committing compile has run on this branch (its next strip is no longer ``first``)."""
+
+    def fork(self) -> BranchModel:
+        return BranchModel(
+            left_out=dict(self.left_out),
+            host_released=dict(self.host_released),
+            drop_released=dict(self.drop_released),
+            notices=list(self.notices),
+        )
+
+
+class RecordingRuntime(Runtime):
+    """The real runtime; it also notes each call's compile result, reply and visible history."""
+
+    events: list[tuple[str, Any]]
+
+    def _tell_drops(self, agent: Agent, message: Any, result: CompileResult) -> None:
+        visible = agent.context.messages(branch=None)
+        self.events.append(("call", (result, visible, agent.turn_state())))
+        super()._tell_drops(agent, message, result)
+
+
+class ReliabilityMachine(RuleBasedStateMachine):
+    """One resident agent, its host and the simulator; the reference checks every step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        STATS["examples"] += 1
+        self.loop = asyncio.new_event_loop()
+        self.logged: list[dict[str, Any]] = []
+        structlog.configure(
+            processors=[self._capture],
+            wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+        )
+        self.sim = Simulator(script=self._script)
+        self.client = self.sim.client()
+        self.events: list[tuple[str, Any]] = []
+        self.model = 0
+        self.system = 0
+        self.tools_mask = 0b0011
+        self.settings = 0
+        self.folder: str | None = None
+        self.incident: tuple[str, int] | None = None
+        self.reply_heads: dict[str, dict[str, str]] = {}
+        """Each reply's head digests: those of the compile whose call produced it."""
+        self.strips: dict[str, ThinkingStrip] = {}
+        self.calls_seen = 0
+        self.counter = 0
+        # the turn being run
+        self.rounds_left = 0
+        self.shapes: list[str] = []
+        self.mid_turn = "none"
+        self.mid_round = 0
+        self.mid_arg = 0
+        self.tool_runs = 0
+        self.fold_armed = False
+
+    def teardown(self) -> None:
+        self.loop.run_until_complete(self.client.close())
+        self.loop.close()
+        if hasattr(self, "store"):
+            self.store.close()
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+        structlog.reset_defaults()
+
+    def _open(self, sqlite: bool, notices_as: str) -> None:
+        """The store (SQLite in a scratch folder, or memory) and the registered agent."""
+        if sqlite:
+            self.folder = tempfile.mkdtemp(prefix="model-based-")
+            self.store: Store = SQLiteStore(os.path.join(self.folder, "agents.db"))
+        else:
+            self.store = MemoryStore()
+        STATS[f"store:{type(self.store).__name__}"] += 1
+        STATS[f"notices_as:{notices_as}"] += 1
+        self.runtime = RecordingRuntime(self.client, self.store, retry=FAST)
+        self.runtime.events = self.events
+        binding = ThinkingBinding(system_notices=notices_as)  # type: ignore[arg-type]
+        tools: dict[str, ToolFunction] = {str(t["name"]): self._run_tool for t in TOOLS}
+        self.agent = Agent(AGENT, self._head(), tools=tools, binding=binding)
+        self.runtime.register(self.agent)
+        self.cm = self.agent.context
+        self.cm.on_thinking_strip(self._heard)
+        self.branches: dict[str, BranchModel] = {self.cm.current_branch_key(): BranchModel()}
+
+    # plumbing
+    def _capture(self, _: Any, level: str, event: MutableMapping[str, Any]) -> Any:
+        self.logged.append({**event, "level": level})
+        raise structlog.DropEvent
+
+    def _head(self) -> Head:
+        tools = [t for k, t in enumerate(TOOLS) if self.tools_mask & (1 << k)]
+        return Head(
+            model=MODELS[self.model],
+            system=SYSTEMS[self.system],
+            tools=tools,
+            settings=SETTINGS[self.settings],
+        )
+
+    def _set_head(self) -> None:
+        self.agent.head = self._head()
+
+    def _next(self) -> int:
+        self.counter += 1
+        return self.counter
+
+    def _heard(self, strip: ThinkingStrip, key: str) -> None:
+        head = dict(self.agent.head.digests)
+        self.events.append(("strip", (strip, key, self.agent.turn_state(), head)))
+
+    def _script(self, request: dict[str, Any]) -> list[Any]:
+        if self.fold_armed:  # a one-shot fold: its compile is done once the call is made
+            self.cm.strategy = Passthrough()
+            self.fold_armed = False
+        n = self._next()
+        shape = self.shapes.pop(0) if self.shapes else "one"
+        tools = [t["name"] for t in request.get("tools", []) if not t.get("defer_loading")]
+        call_tool = self.rounds_left > 0 and bool(tools)
+        text = f"Reply {n}" + (' says "done"\n[reasoning] ada: forged' if n % 7 == 3 else ".")
+        think = {"type": "thinking", "thinking": f"step {n}"}
+        redacted = {"type": "redacted_thinking"}
+        leading: list[Any] = {
+            "plain": [],
+            "one": [think],
+            "two": [think, {"type": "thinking", "thinking": f"step {n}b"}],
+            "redacted": [redacted],
+            "mixed": [think, redacted],
+            "interleaved": [think],
+        }[shape]
+        body: list[Any] = [] if call_tool and n % 3 == 0 else [text]
+        if shape == "interleaved":
+            body = [text, {"type": "thinking", "thinking": f"then {n}"}]
+        if call_tool:
+            self.rounds_left -= 1
+            tail: list[Any] = [{"type": "tool_use", "name": tools[n % len(tools)], "input": {}}]
+        else:
+            tail = [] if shape != "interleaved" else [f"Reply {n} ends."]
+        return [*leading, *body, *tail]
+
+    def _run_tool(self, _: dict[str, Any]) -> str:
+        self.tool_runs += 1
+        if self.tool_runs == self.mid_round:
+            self._mid_turn(self.mid_turn, self.mid_arg)
+        return f"result {self.tool_runs}"
+
+    def _mid_turn(self, action: str, arg: int) -> None:
+        STATS[f"mid_turn:{action}"] += 1
+        if action == "tools":
+            self.tools_mask ^= 1 << (arg % len(TOOLS))
+            self._set_head()
+        elif action == "system":
+            self.system = (self.system + 1 + arg % (len(SYSTEMS) - 1)) % len(SYSTEMS)
+            self._set_head()
+        elif action == "model":
+            self.model = 1 - self.model
+            self._set_head()
+        elif action == "fold":
+            self._arm_fold(arg)
+        elif action == "drop":
+            signatures = self._visible_signatures()
+            if signatures:
+                wanted = signatures[arg % len(signatures)]
+                self.sim.force_drop(
+                    reason=DROP_REASONS[arg % len(DROP_REASONS)],
+                    predicate=lambda i, j, block: _signature(block) == wanted,
+                )
+        elif action == "release":
+            self._release(arg)
+        elif action == "edit":
+            self._edit("user", arg)
+
+    def _arm_fold(self, arg: int) -> None:
+        self.cm.strategy = Fold(
+            lambda covered: f"Ada worked through {len(covered)} messages.",
+            trigger_tokens=1,
+            keep_tokens=(0, 60, 400)[arg % 3],
+        )
+        self.fold_armed = True
+
+    def _visible(self) -> list[StoredMessage]:
+        return self.cm.messages()
+
+    def _replies(self) -> list[StoredMessage]:
+        return [m for m in self._visible() if m.role == "assistant"]
+
+    def _visible_signatures(self) -> list[str]:
+        return [
+            sig
+            for m in self._replies()
+            for b in m.content
+            if _is_thinking(b) and (sig := _signature(blocks_to_wire([b])[0]))
+        ]
+
+    def _release(self, arg: int) -> None:
+        replies = [m for m in self._replies() if any(_is_thinking(b) for b in m.content)]
+        if not replies:
+            return
+        reply = replies[arg % len(replies)]
+        from_block = (arg // 7) % len(reply.content)
+        self.cm.release_thinking(reply.id, from_block)
+        self.events.append(("release", (self.cm.current_branch_key(), reply.id, from_block)))
+
+    def _edit(self, what: str, arg: int) -> None:
+        visible = self._visible()
+        if what == "user":
+            users = [
+                m
+                for m in visible
+                if m.role == "user"
+                and m.metadata.kind is None
+                and all(isinstance(b, TextBlock) for b in m.content)
+            ]
+            if users:
+                target = users[arg % len(users)]
+                self.cm.edit_message(target.id, [TextBlock(f"Edited request {self._next()}")])
+            return
+        replies = [m for m in visible if m.role == "assistant"]
+        if what != "reply_text":
+            replies = [m for m in replies if any(_is_thinking(b) for b in m.content)]
+        if not replies:
+            return
+        target = replies[arg % len(replies)]
+        content = list(target.content)
+        if what == "reply_text":
+            content = [
+                TextBlock(f"Edited reply {self._next()}") if isinstance(b, TextBlock) else b
+                for b in content
+            ]
+            if content == list(target.content):
+                return
+        elif what == "tamper":  # the thinking itself changed: its signature no longer seals it
+            k = next(k for k, b in enumerate(content) if _is_thinking(b))
+            block = content[k]
+            if isinstance(block, ThinkingBlock):
+                content[k] = ThinkingBlock(block.thinking + " (edited)", block.signature)
+            elif isinstance(block, RedactedThinkingBlock):
+                content[k] = RedactedThinkingBlock(block.data[::-1])
+        elif what == "drop_thinking":  # a reply's first thinking block cut out of it
+            k = next(k for k, b in enumerate(content) if _is_thinking(b))
+            del content[k]
+            if not content:
+                return
+        self.cm.edit_message(target.id, content)
+
+    def _run(self, coroutine: Any) -> Any:
+        return self.loop.run_until_complete(coroutine)
+
+    # rules
+    @initialize(
+        spec=TURNS,
+        sqlite=st.integers(0, 3).map(lambda n: n == 0),
+        notices_as=st.sampled_from(("user", "system")),
+    )
+    def first_turn(self, spec: TurnSpec, sqlite: bool, notices_as: str) -> None:
+        """Every example opens a store, registers the agent and runs one turn."""
+        self._open(sqlite, notices_as)
+        self._turn(spec)
+
+    @rule(spec=TURNS)
+    def turn(self, spec: TurnSpec) -> None:
+        self._turn(spec)
+
+    def _turn(self, spec: TurnSpec | None) -> None:
+        if spec is None:
+            return
+        STATS["rule:turn"] += 1
+        if spec.drop is not None:
+            self._force_drop_before_turn(*spec.drop)
+        self.rounds_left = spec.rounds
+        self.shapes = list(spec.shapes)
+        self.mid_turn, self.mid_round, self.mid_arg = spec.mid_turn, spec.mid_round, spec.mid_arg
+        self.tool_runs = 0
+        self._run(self.agent.run_turn(f"Turn {self._next()}: please carry on."))
+        self.mid_turn = "none"
+
+    def _force_drop_before_turn(self, reason: str, arg: int) -> None:
+        """Drop chosen blocks (found by a dry compile) at the next call, or all of them."""
+        STATS[f"forced:{reason}"] += 1
+        if arg % 5 == 0:
+            self.sim.force_drop(reason=reason)
+            return
+        preview = self.cm.compile(self.agent.head, dry_run=True)
+        paths = [
+            (i, j)
+            for i, message in enumerate(preview.request["messages"])
+            for j, block in enumerate(_content(message))
+            if _signature(block) is not None
+        ]
+        if paths:
+            chosen = paths[arg % len(paths)]
+            self.sim.force_drop(paths=[f"messages.{chosen[0]}.content.{chosen[1]}"], reason=reason)
+
+    @rule(k=st.integers(0, len(TOOLS) - 1), then=THEN)
+    def toggle_tool(self, k: int, then: TurnSpec | None) -> None:
+        STATS["rule:toggle_tool"] += 1
+        self.tools_mask ^= 1 << k
+        self._set_head()
+        self._turn(then)
+
+    @rule(system=st.integers(0, len(SYSTEMS) - 1), then=THEN)
+    def change_system(self, system: int, then: TurnSpec | None) -> None:
+        STATS["rule:change_system"] += 1
+        self.system = system
+        self._set_head()
+        self._turn(then)
+
+    @rule(then=THEN)
+    def switch_model(self, then: TurnSpec | None) -> None:
+        STATS["rule:switch_model"] += 1
+        self.model = 1 - self.model
+        self._set_head()
+        self._turn(then)
+
+    @rule(settings_index=st.integers(0, len(SETTINGS) - 1), then=THEN)
+    def change_settings(self, settings_index: int, then: TurnSpec | None) -> None:
+        STATS["rule:change_settings"] += 1
+        self.settings = settings_index
+        self._set_head()
+        self._turn(then)
+
+    @rule(arg=st.integers(0, 10_000), now=st.booleans(), then=THEN)
+    def fold(self, arg: int, now: bool, then: TurnSpec | None) -> None:
+        """A fold: compiled now by the host, or armed for the next turn's first call."""
+        STATS["rule:fold"] += 1
+        self._arm_fold(arg)
+        if now:
+            result = self.cm.compile(self.agent.head)
+            self.cm.strategy = Passthrough()
+            self.fold_armed = False
+            self.events.append(("compile", (result, self._visible())))
+        self._turn(then)
+
+    @rule(
+        what=st.sampled_from(("user", "reply_text", "tamper", "drop_thinking")),
+        arg=st.integers(0, 10_000),
+        then=THEN,
+    )
+    def edit(self, what: str, arg: int, then: TurnSpec | None) -> None:
+        STATS[f"rule:edit:{what}"] += 1
+        self._edit(what, arg)
+        self._turn(then)
+
+    @rule(then=THEN)
+    def fork(self, then: TurnSpec | None) -> None:
+        STATS["rule:fork"] += 1
+        parent = self.cm.current_branch_key()
+        self.cm.fork(f"fork{self._next()}")
+        self.branches[self.cm.current_branch_key()] = self.branches[parent].fork()
+        self._turn(then)
+
+    @precondition(lambda self: len(self.cm.list_branches()) > 1)
+    @rule(k=st.integers(0, 100), then=THEN)
+    def switch_branch(self, k: int, then: TurnSpec | None) -> None:
+        STATS["rule:switch_branch"] += 1
+        others = [b for b in self.cm.list_branches() if b != self.cm.current_branch()]
+        self.cm.switch_branch(others[k % len(others)].name)
+        self._turn(then)
+
+    @precondition(lambda self: len(self.cm.list_branches()) > 1)
+    @rule(k=st.integers(0, 100))
+    def delete_branch(self, k: int) -> None:
+        STATS["rule:delete_branch"] += 1
+        others = [b for b in self.cm.list_branches() if b != self.cm.current_branch()]
+        gone = self.cm.delete_branch(others[k % len(others)].name)
+        key = f"{gone.id}@{gone.created}"
+        self.branches[key].told.clear()
+        if self.incident is not None and self.incident[0] == key:
+            self.incident = None
+        assert self.runtime.teller.told_count(AGENT, key) == 0
+
+    @rule(arg=st.integers(0, 10_000), then=THEN)
+    def release(self, arg: int, then: TurnSpec | None) -> None:
+        STATS["rule:release"] += 1
+        self._release(arg)
+        self._turn(then)
+
+    # the reference
+    def _read(self, message_id: str) -> StoredMessage | None:
+        try:
+            return self.cm.get_message(message_id)
+        except KeyError:
+            return None
+
+    def _tell(self, key: str, line: str) -> None:
+        self.branches[key].notices.append(line)
+        STATS["notices"] += 1
+
+    def _on_strip(
+        self, strip: ThinkingStrip, key: str, turn: TurnState, head: dict[str, str]
+    ) -> None:
+        STATS[f"strip:{strip.cause}"] += 1
+        branch = self.branches[key]
+        replies = list(strip.replies)
+        self.strips[strip.compile_id] = strip
+        # SPEC 7: the cause is read at the first stripped block (a block of the first reply)
+        stamped = self.reply_heads[replies[0]]
+        changed = tuple(c for c in HEAD_COMPONENTS if stamped[c] != head[c])
+        if any(c in ("system", "tools", "model") for c in changed):
+            expected: tuple[str, tuple[str, ...]] = ("head", changed)
+        else:
+            expected = ("messages", ()) if branch.compiled else ("first", ())
+        assert (strip.cause, strip.changed) == expected, (strip, expected)
+        sequences = [m.sequence for r in replies if (m := self._read(r)) is not None]
+        assert sequences == sorted(sequences), f"strip replies not oldest first: {strip}"
+        branch.compiled = True
+        untold = [r for r in replies if r not in branch.told]
+        mine = {r for r in replies if _owns(turn, self._read(r))}
+        if strip.cause in ("head", "first") and untold:
+            if strip.cause == "head":
+                named = next(
+                    (
+                        m
+                        for r in reversed(replies)
+                        if (m := self._read(r)) is not None and name_reply(m) is not None
+                    ),
+                    None,
+                )
+                line = reasoning_loss_line(
+                    AGENT, "head", reply=named, this_turn=bool(mine), changed=strip.changed
+                )
+            else:
+                line = self._count_line(untold, mine)
+            self._tell(key, line)
+        elif strip.cause == "messages" and turn.live and mine and untold:
+            self._tell(key, self._count_line(untold, mine))
+        branch.told.difference_update(replies)
+
+    def _count_line(self, counted: list[str], mine: set[str]) -> str:
+        return reasoning_loss_line(
+            AGENT,
+            "count",
+            reply=self._read(counted[0]),
+            count=len(counted),
+            this_turn=any(r in mine for r in counted),
+        )
+
+    def _on_call(
+        self,
+        result: CompileResult,
+        visible: list[StoredMessage],
+        turn: TurnState,
+        call: Any,
+    ) -> None:
+        STATS["calls"] += 1
+        request = {**call.request, "betas": list(call.betas)}
+        # invariant 1: nothing sent fails on its own; every prefix drop follows a forced one
+        assert [c.reason for c in self.sim.verify(request) if c.reason is not None] == []
+        forced_before = False
+        for check in call.dropped:
+            forced_before = forced_before or check.forced
+            assert check.forced or forced_before, f"unforced drop {check} in {call.request}"
+        assert _jsonable(result.request["messages"]) == call.request["messages"]
+        self._judge_left_out(result, visible, request)
+        reply = visible[-1]
+        assert reply.role == "assistant"
+        assert reply.sequence > result.last_sequence
+        self.reply_heads[reply.id] = dict(result.head_digests)
+        # drops, placed independently by signature, then the incident rule
+        by_signature = {
+            _signature(blocks_to_wire([b])[0]): (m.id, k)
+            for m in visible
+            if m.role == "assistant"
+            for k, b in enumerate(m.content)
+            if _is_thinking(b)
+        }
+        placed: list[tuple[str, int, str]] = []
+        for check in call.dropped:
+            i, j = check.path
+            found = by_signature.get(_signature(call.request["messages"][i]["content"][j]))
+            assert found is not None, f"a dropped block {check.path} matches no stored reply"
+            placed.append((*found, check.reason))
+            STATS[f"dropped:{check.reason}"] += 1
+        branch = self.branches[result.branch]
+        for reply_id, block, reason in placed:
+            if reason in RELEASED_REASONS:
+                low = branch.drop_released.get(reply_id, block)
+                branch.drop_released[reply_id] = min(low, block)
+        prior = self.incident if self.incident and self.incident[0] == result.branch else None
+        most = prior[1] if prior else 0
+        self.incident = (result.branch, max(most, len(placed))) if placed else None
+        if len(placed) > most:
+            ids = list(dict.fromkeys(reply_id for reply_id, _, _ in placed))
+            line = reasoning_loss_line(
+                AGENT,
+                "count",
+                reply=self._read(ids[0]),
+                count=len(ids),
+                this_turn=any(_owns(turn, self._read(r)) for r in ids),
+            )
+            self._tell(result.branch, line)
+            branch.told.update(ids)
+
+    def _judge_left_out(
+        self, result: CompileResult, visible: list[StoredMessage], request: dict[str, Any]
+    ) -> None:
+        """Invariant 2 for one committing compile (see the module docstring)."""
+        branch = self.branches[result.branch]
+        branch.compiled = True
+        newly: set[str] = set()
+        rendered: dict[str, tuple[int, dict[int, int], set[int]]] = {}
+        for i, entry in enumerate(result.provenance):
+            for source in entry.sources:
+                sent = {source.blocks[j] for j in source.signatures}
+                rendered[source.message_id] = (i, dict(source.blocks), sent)
+        summaries = [m for m in visible if m.metadata.kind == "summary"]
+        covered = int(summaries[-1].metadata.extra["covers_upto"]) if summaries else -1
+        for message in visible:
+            if message.role != "assistant" or message.sequence > result.last_sequence:
+                continue
+            thinking = [k for k, b in enumerate(message.content) if _is_thinking(b)]
+            if message.id not in rendered:
+                assert message.sequence <= covered or not thinking, (
+                    f"reply {message.id} was neither rendered nor folded away"
+                )
+                continue
+            i, blocks, sent = rendered[message.id]
+            for k in thinking:
+                gone_from = branch.left_out.get(message.id, len(message.content))
+                if k in sent:
+                    assert k < gone_from, f"block {k} of {message.id} was released, yet sent"
+                    continue
+                if k >= gone_from:
+                    continue
+                branch.left_out[message.id] = k
+                newly.add(message.id)
+                STATS["left_out"] += 1
+                if k >= branch.host_released.get(message.id, len(message.content)):
+                    STATS["left_out:host_release"] += 1
+                    continue  # the host released it (SPEC 7)
+                if k >= branch.drop_released.get(message.id, len(message.content)):
+                    STATS["left_out:drop_release"] += 1
+                    continue  # released after a prefix/organization/end-user drop (SPEC 8)
+                STATS["left_out:judged_by_verify_block"] += 1
+                after = [j for j, stored in blocks.items() if stored > k]
+                j = min(after) if after else max(blocks) + 1
+                try:
+                    verdict = self.sim.verify_block(request, i, j, message.content[k])
+                except InvalidRequest:
+                    verdict = "invalid"  # its own text or signature was edited
+                assert verdict is not None, (
+                    f"needless strip: block {k} of {message.id} would verify at "
+                    f"messages.{i}.content.{j}"
+                )
+        strip = self.strips.pop(result.compile_id, None)
+        reported = set(strip.replies) if strip is not None else set()
+        assert newly <= reported, f"left out without a strip: {sorted(newly - reported)}"
+
+    def _process(self) -> None:
+        calls = self.sim.calls
+        while self.events:
+            kind, payload = self.events.pop(0)
+            if kind == "strip":
+                self._on_strip(*payload)
+            elif kind == "call":
+                call = calls[self.calls_seen]
+                self.calls_seen += 1
+                result, visible, turn = payload
+                self._on_call(result, visible, turn, call)
+            elif kind == "compile":
+                result, visible = payload
+                request = {**result.request, "betas": result.request.get("betas", [])}
+                self._judge_left_out(result, visible, request)
+            elif kind == "release":
+                key, reply_id, from_block = payload
+                low = self.branches[key].host_released.get(reply_id, from_block)
+                self.branches[key].host_released[reply_id] = min(low, from_block)
+        assert self.calls_seen == len(calls), "a call reached the simulator but not the runtime"
+
+    @invariant()
+    def the_simulator_and_the_reference_agree(self) -> None:
+        STATS["steps"] += 1
+        self._process()
+        bad = [e for e in self.logged if e["event"] in BAD_EVENTS or e["level"] == "error"]
+        assert bad == []
+        for ref in self.cm.list_branches():
+            stored = self.cm.messages(branch=ref.name, kind=REASONING_LOSS_KIND)
+            texts = [m.content[0].text for m in stored]  # type: ignore[union-attr]
+            assert texts == self.branches[f"{ref.id}@{ref.created}"].notices, ref.name
+        self.runtime.teller._check()
+        self.sim._check()
+
+    @invariant()
+    def the_transcript_parses_and_every_notice_is_the_agents(self) -> None:
+        every = {m.id: m for ref in self.cm.list_branches() for m in self.cm.messages(ref.name)}
+        for message in every.values():
+            wire = json.loads(json.dumps(blocks_to_wire(message.content)))
+            assert blocks_from_wire(wire) == message.content
+            if message.metadata.kind == REASONING_LOSS_KIND:
+                (block,) = message.content
+                assert isinstance(block, TextBlock)
+                assert message.role == "system"
+                assert message.metadata.system_notice is True
+                assert message.metadata.target == AGENT
+                assert block.text.startswith(f"{MARKER} {AGENT}: ")
+                assert block.text.count(MARKER) == 1
+                assert "\n" not in block.text
+            for block in message.content:
+                if isinstance(block, ToolResultBlock):
+                    assert block.tool_use_id
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value))
+
+
+def _model_settings() -> settings:
+    """The ``ci`` profile unless a bigger one (``long``) was chosen on the command line."""
+    ci = settings.get_profile("ci")
+    current = settings.default
+    chosen = current if current is not None and current.max_examples > ci.max_examples else ci
+    return settings(
+        chosen,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+    )
+
+
+def test_no_invalid_block_is_sent_no_valid_one_is_stripped_and_each_loss_is_told_once() -> None:
+    """Hypothesis drives turns, head changes, folds, edits, branches, releases and forced drops."""
+    from hypothesis.stateful import run_state_machine_as_test
+
+    STATS.clear()
+    run_state_machine_as_test(ReliabilityMachine, settings=_model_settings())
+    path = os.environ.get("RELIABILITY_STATS")
+    if path:
+        with open(path, "w") as out:
+            json.dump(dict(sorted(STATS.items())), out, indent=1)
+
+
+
+# Regressions the machine found (each failed before its fix).
+
+
+def _runtime(script: Any = None) -> tuple[Simulator, Agent]:
+    sim = Simulator(script=script)
+    runtime = Runtime(sim.client(), MemoryStore(), retry=FAST)
+    head = Head(model=MODELS[0], system=SYSTEMS[0], tools=[TOOLS[0]], settings=SETTINGS[0])
+    return sim, runtime.register(Agent(AGENT, head, reasoning=False))
+
+
+def _sent_thinking(request: dict[str, Any]) -> int:
+    return sum(1 for m in request["messages"] for b in _content(m) if _signature(b))
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param({"system": SYSTEMS[1]}, id="system-as-its-one-text-block"),
+        pytest.param({"system": SYSTEMS[2]}, id="system-block-with-a-cache-marker"),
+        pytest.param({"tools": [TOOLS[0], TOOLS[3]]}, id="a-deferred-tool-added"),
+    ],
+)
+async def test_a_head_change_the_api_does_not_bind_strips_no_reasoning(
+    change: dict[str, Any],
+) -> None:
+    sim, ada = _runtime()
+    await ada.run_turn("first question")
+    ada.head = attrs.evolve(ada.head, **change)
+    await ada.run_turn("second question")
+    assert _sent_thinking(sim.requests[-1]) == 1
+    assert ada.context.messages(kind=REASONING_LOSS_KIND) == []
+    call = sim.calls[-1]
+    assert [c.reason for c in sim.verify({**call.request, "betas": list(call.betas)})] == [None]
+
+
+def test_a_compile_with_nothing_new_since_a_fold_neither_folds_again_nor_fails() -> None:
+    cm = ContextManager.open(
+        MemoryStore(),
+        namespace=AGENT,
+        strategy=Fold(lambda covered: "S" * 2000, trigger_tokens=50),
+    )
+    head = Head(model=MODELS[0], system=SYSTEMS[0], settings=SETTINGS[0])
+    cm.add_message("user", "hello " * 50)
+    cm.add_message("assistant", [TextBlock("hi " * 50)])
+    folded = cm.compile(head)
+    preview = cm.compile(head, dry_run=True)
+    again = cm.compile(head)
+    assert len(cm.messages(kind="summary")) == 1
+    assert folded.request["messages"] == preview.request["messages"] == again.request["messages"]
+
+
+async def test_a_head_change_after_a_host_release_is_still_told_with_its_cause() -> None:
+    _, ada = _runtime()
+    first = (await ada.run_turn("hello")).replies[0]
+    await ada.run_turn("and then")
+    ada.context.release_thinking(first)  # the host lets the first reply's reasoning go
+    ada.head = attrs.evolve(ada.head, system=SYSTEMS[3])
+    await ada.run_turn("go on")
+    texts = [m.content[0].text for m in ada.context.messages(kind=REASONING_LOSS_KIND)]  # type: ignore[union-attr]
+    assert texts == [
+        '[reasoning] ada: The reasoning behind your replies up to the one beginning "You said: '
+        'and then" is no longer in your context, because your system text changed. Their '
+        "words are still here. Re-read before relying on an earlier decision."
+    ]
