@@ -409,3 +409,44 @@ async def test_a_process_killed_mid_turn_resumes_with_a_valid_next_request(tmp_p
     results = request["messages"][-1]["content"]
     assert results[0]["is_error"] is True
     assert await ada.resume_turn() is None
+
+
+class FailingResultsStore(MemoryStore):
+    """A real in-memory store whose first write of tool results fails."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed = False
+
+    def append(
+        self, namespace: str, branch: str, role: Any, content: Any, *a: Any, **k: Any
+    ) -> Any:
+        if not self.failed and any(getattr(b, "tool_use_id", None) for b in content):
+            self.failed = True
+            raise OSError("disk full")
+        return super().append(namespace, branch, role, content, *a, **k)
+
+
+async def test_a_notice_waiting_when_a_round_fails_is_held_until_the_round_is_answered() -> None:
+    sim = Simulator(script=tool_script())
+    store = FailingResultsStore()
+    runtime = make(sim, store)
+    ada = runtime.register(Agent("ada", HEAD, tools={"read_log": lambda _: "fine"}))
+    await ada.run_turn("hello")
+    ada.head = attrs.evolve(ada.head, tools=[READ_LOG, GREP])
+    with pytest.raises(OSError, match="disk full"):
+        await ada.run_turn("please use tool")
+    assert notices(ada) == []
+    result = await ada.resume_turn()
+    assert result is not None
+    messages = ada.context.messages()
+    (notice,) = [m for m in messages if m.metadata.kind == REASONING_LOSS_KIND]
+    rollback = next(
+        m
+        for m in messages
+        if m.role == "user"
+        and m.sequence < notice.sequence
+        and any(getattr(b, "tool_use_id", None) for b in m.content)
+    )
+    assert rollback.sequence < notice.sequence
+    assert all(call.dropped == () for call in sim.calls)

@@ -206,7 +206,18 @@ class Agent:
 
     def _close(self) -> None:
         self._turn = None
+        if self._deferred and self._round_open():
+            # A turn that failed between a tool call and its results: a notice stored now would
+            # stand between them. It waits for the next boundary (resume_turn or the next turn).
+            log.info("notices_held", agent=self.name, waiting=len(self._deferred))
+            return
         self._flush()
+
+    def _round_open(self) -> bool:
+        try:
+            return bool(_unanswered(self.context.messages(since=self._recent_floor())))
+        except Exception:  # the store is failing: hold the notices rather than lose them
+            return True
 
     async def _loop(self) -> TurnResult:
         runtime = self.runtime
