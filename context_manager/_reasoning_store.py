@@ -20,7 +20,7 @@ from typing import Protocol, runtime_checkable
 import attrs
 import structlog
 
-from ._errors import NotADatabase, SchemaTooNew
+from ._sqlite_file import connect, open_versioned
 
 log = structlog.get_logger("context_manager.reasoning")
 
@@ -229,41 +229,23 @@ class SQLiteReasoningStore:
         self.path = os.fspath(path)
         self._clock = clock or _utc_now
         self._lock = threading.RLock()
+        self._db = connect(self.path)
         try:
-            self._db = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=30.0
+            open_versioned(
+                self._db,
+                self.path,
+                application_id=APPLICATION_ID,
+                migrations=MIGRATIONS,
+                pragmas=(
+                    "PRAGMA journal_mode=WAL",
+                    "PRAGMA synchronous=FULL",
+                    "PRAGMA secure_delete=ON",
+                ),
+                foreign="it is not a reasoning sidecar",
             )
-        except sqlite3.Error as err:
-            raise NotADatabase(self.path, str(err)) from err
-        try:
-            self._open()
         except BaseException:
             self._db.close()
             raise
-
-    def _open(self) -> None:
-        try:
-            app_id = self._db.execute("PRAGMA application_id").fetchone()[0]
-            version = self._db.execute("PRAGMA user_version").fetchone()[0]
-            tables = self._db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-        except sqlite3.DatabaseError as err:
-            raise NotADatabase(self.path, str(err)) from err
-        if app_id != APPLICATION_ID and (tables or version):
-            raise NotADatabase(self.path, "it is not a reasoning sidecar")
-        if version > SCHEMA_VERSION:
-            raise SchemaTooNew(self.path, version, SCHEMA_VERSION)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.execute("PRAGMA secure_delete=ON")
-        for number in range(version, SCHEMA_VERSION):
-            with self._transaction() as db:
-                if db.execute("PRAGMA user_version").fetchone()[0] > number:
-                    continue  # another connection ran this migration while we waited
-                for statement in MIGRATIONS[number].split(";"):
-                    if statement.strip():
-                        db.execute(statement)
-                db.execute(f"PRAGMA user_version = {number + 1}")
-                db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:

@@ -21,7 +21,7 @@ from typing import Any
 import structlog
 
 from ._content import Block, blocks_from_wire
-from ._errors import BranchExists, BranchNotFound, MessageNotFound, NotADatabase, SchemaTooNew
+from ._errors import BranchExists, BranchNotFound, MessageNotFound
 from ._messages import (
     MessageId,
     MessageMeta,
@@ -30,6 +30,7 @@ from ._messages import (
     decode_message,
     encode_message,
 )
+from ._sqlite_file import connect, open_versioned
 from ._store import BindingRecordData, BranchRecord, BranchRef, Lineage, Release
 from ._store_read import check_limit, select_window
 
@@ -87,43 +88,19 @@ class SQLiteStore:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.fspath(path)
         self._lock = threading.RLock()
+        self._db = connect(self.path)
         try:
-            self._db = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=30.0
+            open_versioned(
+                self._db,
+                self.path,
+                application_id=APPLICATION_ID,
+                migrations=MIGRATIONS,
+                pragmas=("PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL"),
+                foreign="it holds tables this library did not write",
             )
-        except sqlite3.Error as err:
-            raise NotADatabase(self.path, str(err)) from err
-        try:
-            self._open()
         except BaseException:
             self._db.close()
             raise
-
-    def _open(self) -> None:
-        try:
-            # One statement, one snapshot: another process may be migrating the file right now.
-            app_id, version, tables = self._db.execute(
-                "SELECT (SELECT application_id FROM pragma_application_id()), "
-                "(SELECT user_version FROM pragma_user_version()), "
-                "(SELECT count(*) FROM sqlite_master)"
-            ).fetchone()
-        except sqlite3.DatabaseError as err:
-            raise NotADatabase(self.path, str(err)) from err
-        if app_id != APPLICATION_ID and (tables or version):
-            raise NotADatabase(self.path, "it holds tables this library did not write")
-        if version > SCHEMA_VERSION:
-            raise SchemaTooNew(self.path, version, SCHEMA_VERSION)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.execute("PRAGMA foreign_keys=ON")
-        for number in range(version, SCHEMA_VERSION):
-            with self._transaction() as db:
-                if db.execute("PRAGMA user_version").fetchone()[0] > number:
-                    continue  # another connection ran this migration while we waited
-                for statement in _statements(MIGRATIONS[number]):
-                    db.execute(statement)
-                db.execute(f"PRAGMA user_version = {number + 1}")
-                db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -512,10 +489,6 @@ _SQL_VARIABLES_PER_QUERY = 500
 """Well under SQLite's host-parameter limit (999 on old builds)."""
 
 _MESSAGE_COLUMNS = "id, seq, branch, role, content, meta, created_at"
-
-
-def _statements(script: str) -> list[str]:
-    return [s.strip() for s in script.split(";") if s.strip()]
 
 
 def _branch(row: Sequence[Any], *, deleted: bool = False) -> BranchRecord:
