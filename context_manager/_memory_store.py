@@ -295,7 +295,10 @@ class MemoryStore:
             prior = table.get(message_id)
             if prior is not None and prior.from_block <= from_block:
                 return
-            table[message_id] = Release(message_id, from_block, False)
+            earlier = None
+            if prior is not None:
+                earlier = prior.from_block if prior.reported else prior.reported_from
+            table[message_id] = Release(message_id, from_block, False, earlier)
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:

@@ -158,7 +158,7 @@ def judge_thinking(
     changed = changed_components(head, ctx.digests) if isinstance(head, Mapping) else ()
     head_moved = ctx.binds and any(name in ctx.bound for name in changed)
     if release is not None and index >= release.from_block:
-        if release.reported:
+        if release.reported_at(index):
             return "hidden", ()
         # A released block whose head also changed reports the head: the strip's cause is read
         # at its first block, and a head change must not pass as a message change (SPEC 7).
@@ -312,7 +312,7 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
                 log.info("thinking_outside_reply_left_out", message_id=message.id, block=index)
                 continue
             release = ctx.releases.get(message.id)
-            if release is not None and release.reported and index >= release.from_block:
+            if release is not None and release.reported_at(index):
                 continue  # released and reported: never sent, never asked of the sidecar again
             resolved = ctx.resolve(block) if ctx.resolve is not None else block
             if resolved is None:

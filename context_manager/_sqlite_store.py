@@ -76,6 +76,10 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX IF NOT EXISTS messages_by_kind ON messages (ns, branch, kind, seq)
         WHERE kind IS NOT NULL;
     """,
+    # 4: a lower release pending over an earlier reported one remembers where that one began.
+    """
+    ALTER TABLE releases ADD COLUMN reported_from INTEGER;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -192,8 +196,9 @@ class SQLiteStore:
             )
             if parent is not None:
                 db.execute(
-                    "INSERT INTO releases (ns, branch, message_id, from_block, reported) "
-                    "SELECT ns, ?, message_id, from_block, reported FROM releases "
+                    "INSERT INTO releases "
+                    "(ns, branch, message_id, from_block, reported, reported_from) "
+                    "SELECT ns, ?, message_id, from_block, reported, reported_from FROM releases "
                     "WHERE ns = ? AND branch = ?",
                     (record.key, namespace, parent),
                 )
@@ -420,12 +425,16 @@ class SQLiteStore:
             (namespace, branch),
         )
         rows = self._query(
-            "SELECT message_id, from_block, reported FROM releases WHERE ns = ? AND branch = ?",
+            "SELECT message_id, from_block, reported, reported_from FROM releases "
+            "WHERE ns = ? AND branch = ?",
             (namespace, branch),
         )
         return BindingRecordData(
             first_compiled=bool(state and state[0][0]),
-            releases={r[0]: Release(r[0], int(r[1]), bool(r[2])) for r in rows},
+            releases={
+                r[0]: Release(r[0], int(r[1]), bool(r[2]), None if r[3] is None else int(r[3]))
+                for r in rows
+            },
             anchor=None if not state or state[0][1] is None else int(state[0][1]),
         )
 
@@ -466,6 +475,8 @@ class SQLiteStore:
             db.execute(
                 "INSERT INTO releases (ns, branch, message_id, from_block, reported) "
                 "VALUES (?, ?, ?, ?, 0) ON CONFLICT (ns, branch, message_id) DO UPDATE SET "
+                "reported_from = CASE WHEN releases.reported = 1 THEN releases.from_block "
+                "ELSE releases.reported_from END, "
                 "from_block = excluded.from_block, reported = 0 "
                 "WHERE excluded.from_block < releases.from_block",
                 (namespace, branch, message_id, from_block),

@@ -53,11 +53,22 @@ Lineage: TypeAlias = tuple[tuple[str, int | None], ...]
 
 @attrs.frozen
 class Release:
-    """A reply's thinking released on a branch from ``from_block`` on; ``reported`` once told."""
+    """A reply's thinking released on a branch from ``from_block`` on; ``reported`` once told.
+
+    ``reported_from``: while a lower release is pending, the blocks from here on were already
+    reported by an earlier one (so a strip never counts them twice).
+    """
 
     message_id: MessageId
     from_block: int
     reported: bool
+    reported_from: int | None = None
+
+    def reported_at(self, index: int) -> bool:
+        """Whether block ``index`` is released and was already reported on this branch."""
+        if index < self.from_block:
+            return False
+        return self.reported or (self.reported_from is not None and index >= self.reported_from)
 
 
 @attrs.frozen

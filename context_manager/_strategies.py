@@ -54,8 +54,9 @@ class Window:
     """
 
     max_tokens: int = attrs.field(validator=attrs.validators.gt(0))
-    reanchor: float = attrs.field(default=0.5, validator=[attrs.validators.gt(0.0),
-                                                          attrs.validators.le(1.0)])
+    reanchor: float = attrs.field(
+        default=0.5, validator=[attrs.validators.gt(0.0), attrs.validators.le(1.0)]
+    )
 
 
 @attrs.frozen

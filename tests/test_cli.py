@@ -346,7 +346,8 @@ def test_transcript_reasoning_with_a_missing_sidecar_is_an_error(
 
 def test_an_older_schema_is_read_without_migrating_the_file(two_agents: Path) -> None:
     db = sqlite3.connect(two_agents)
-    db.execute("ALTER TABLE branch_state DROP COLUMN anchor")
+    db.execute("ALTER TABLE branch_state DROP COLUMN anchor")  # what schema 2 added
+    db.execute("ALTER TABLE releases DROP COLUMN reported_from")  # what schema 4 added
     db.execute("PRAGMA user_version = 1")
     db.commit()
     db.close()

@@ -625,3 +625,27 @@ def test_a_steady_compile_reads_only_what_was_stored_since_the_last_one() -> Non
 
 def test_structlog_is_quiet_by_default_at_debug_level() -> None:
     assert structlog.get_logger("context_manager") is not None
+
+
+def test_a_second_lower_release_reports_only_the_blocks_not_reported_before(
+    cm: ContextManager,
+) -> None:
+    cm.add_message("user", "investigate")
+    first = cm.compile(HEAD)
+    interleaved = [
+        {"type": "thinking", "thinking": "", "signature": "sig-low"},
+        {"type": "text", "text": "checking"},
+        {"type": "thinking", "thinking": "", "signature": "sig-high"},
+        {"type": "text", "text": "done"},
+    ]
+    rid = cm.record_reply(interleaved, first)
+    cm.add_message("user", "next")
+    cm.release_thinking(rid, from_block=2)
+    high = cm.compile(HEAD).thinking_strip
+    assert high is not None
+    assert (high.replies, high.blocks) == ((rid,), 1)
+    cm.release_thinking(rid, from_block=0)
+    low = cm.compile(HEAD).thinking_strip
+    assert low is not None
+    assert (low.replies, low.blocks) == ((rid,), 1)
+    assert cm.compile(HEAD).thinking_strip is None
