@@ -14,13 +14,13 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 import attrs
 import structlog
 
-from ._sqlite_file import connect, open_versioned
+from ._sqlite_file import connect, open_versioned, transaction
 
 log = structlog.get_logger("context_manager.reasoning")
 
@@ -247,16 +247,8 @@ class SQLiteReasoningStore:
             self._db.close()
             raise
 
-    @contextlib.contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+    def _transaction(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        return transaction(self._db, self._lock)
 
     def put(self, namespace: str, text: str) -> str:
         ref, envelope = seal_envelope(namespace, text)

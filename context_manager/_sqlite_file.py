@@ -8,8 +8,10 @@ and is skipped when another connection ran it while this one waited.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 
 from ._errors import NotADatabase, SchemaTooNew
 
@@ -29,6 +31,33 @@ def connect(path: str) -> sqlite3.Connection:
         )
     except sqlite3.Error as err:
         raise NotADatabase(path, str(err)) from err
+
+
+@contextlib.contextmanager
+def transaction(db: sqlite3.Connection, lock: threading.RLock) -> Iterator[sqlite3.Connection]:
+    """One all-or-nothing write: ``BEGIN IMMEDIATE`` ... ``COMMIT``, rolled back if it raises.
+
+    Inside an open transaction (a store's ``batch()``) it is a savepoint instead, so each write
+    stays whole and the batch commits once.
+    """
+    with lock:
+        if db.in_transaction:
+            db.execute("SAVEPOINT write")
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK TO write")
+                db.execute("RELEASE write")
+                raise
+            db.execute("RELEASE write")
+            return
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
 
 
 def open_versioned(

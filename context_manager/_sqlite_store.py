@@ -30,7 +30,7 @@ from ._messages import (
     decode_message,
     encode_message,
 )
-from ._sqlite_file import connect, open_versioned
+from ._sqlite_file import connect, open_versioned, transaction
 from ._store import BindingRecordData, BranchRecord, BranchRef, Lineage, Release
 from ._store_read import check_limit, select_window
 
@@ -106,26 +106,8 @@ class SQLiteStore:
             self._db.close()
             raise
 
-    @contextlib.contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            if self._db.in_transaction:  # inside batch(): a savepoint keeps each write whole
-                self._db.execute("SAVEPOINT write")
-                try:
-                    yield self._db
-                except BaseException:
-                    self._db.execute("ROLLBACK TO write")
-                    self._db.execute("RELEASE write")
-                    raise
-                self._db.execute("RELEASE write")
-                return
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+    def _transaction(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        return transaction(self._db, self._lock)
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:
