@@ -163,13 +163,16 @@ class PlacedDrops:
         return tuple(lowest.items())
 
 
-def parse_input_transformations(response: object) -> tuple[ThinkingDrop, ...]:
+def parse_input_transformations(
+    response: object, *, quiet: bool = False
+) -> tuple[ThinkingDrop, ...]:
     """The ``thinking_dropped`` entries of a response, in order.
 
     Args:
         response: an SDK ``BetaMessage`` (or stream event) with ``input_transformations``,
             a dict with an ``"input_transformations"`` key, a list of entries, or ``None``.
             Entries may be SDK models or dicts.
+        quiet: log nothing (for a second reading of the same response).
 
     Returns:
         One ``ThinkingDrop`` per dropped block; ``i`` and ``j`` are ``None`` when the path is
@@ -179,19 +182,23 @@ def parse_input_transformations(response: object) -> tuple[ThinkingDrop, ...]:
     Raises:
         TypeError: ``response`` is none of the shapes above (e.g. a string).
     """
-    entries = _entries_of(response)
+    entries = _entries_of(response, quiet=quiet)
     drops: list[ThinkingDrop] = []
     for entry in entries:
         fields = _fields_of(entry)
         kind = fields.get("type")
         if kind not in KNOWN_TYPES:
-            log.debug("input_transformation_ignored", why="unknown type", type=_short(kind))
+            if not quiet:
+                log.debug("input_transformation_ignored", why="unknown type", type=_short(kind))
             continue
         if kind != DROPPED_TYPE:
             continue
         reason = fields.get("reason")
         if not isinstance(reason, str) or reason not in KNOWN_REASONS:
-            log.debug("input_transformation_ignored", why="unknown reason", reason=_short(reason))
+            if not quiet:
+                log.debug(
+                    "input_transformation_ignored", why="unknown reason", reason=_short(reason)
+                )
             continue
         path = _path_text(fields.get("path"))
         i, j = _parse_path(path)
@@ -262,7 +269,7 @@ def place_thinking_drops(
     return PlacedDrops(tuple(replies), tuple(placed_rounds), tuple(unplaced))
 
 
-def _entries_of(response: object) -> Sequence[object]:
+def _entries_of(response: object, *, quiet: bool = False) -> Sequence[object]:
     if response is None:
         return ()
     if isinstance(response, Mapping):
@@ -278,7 +285,8 @@ def _entries_of(response: object) -> Sequence[object]:
     if found is None:
         return ()
     if not isinstance(found, list | tuple):
-        log.debug("input_transformation_ignored", why="not a list", value=_short(found))
+        if not quiet:
+            log.debug("input_transformation_ignored", why="not a list", value=_short(found))
         return ()
     return found
 

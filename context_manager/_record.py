@@ -91,7 +91,7 @@ def dropped_paths(message: object, sent: Sequence[dict[str, Any]]) -> frozenset[
         return frozenset()
     from ._drops import parse_input_transformations
 
-    drops = parse_input_transformations(message)
+    drops = parse_input_transformations(message, quiet=True)  # placement logs them once
     paths = {(d.i, d.j) for d in drops if d.i is not None and d.j is not None}
     return frozenset(
         (i, j)
