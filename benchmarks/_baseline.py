@@ -10,9 +10,8 @@ import hashlib
 from typing import Any
 
 from context_manager import ContextManager, Head, block_to_wire
-from context_manager._chain import CHAIN_SEED, block_bytes
-from context_manager._content import is_thinking
-from context_manager._render import (
+from context_manager._binding._chain import CHAIN_SEED, block_bytes
+from context_manager._compile._render import (
     RenderContext,
     RenderState,
     Span,
@@ -20,7 +19,8 @@ from context_manager._render import (
     is_clean_start,
     render_message,
 )
-from context_manager._selection import jump_anchor
+from context_manager._compile._selection import jump_anchor
+from context_manager._model._content import is_thinking
 
 
 def full_recompile(cm: ContextManager, head: Head, *, window_tokens: int) -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 
 from context_manager import CompileResult, Fold, Head, StoredMessage
-from context_manager._fold import SUMMARY_HEADING
+from context_manager._compile._fold import SUMMARY_HEADING
 
 from ._baseline import full_recompile
 from ._history import History

@@ -5,8 +5,18 @@ The public API is re-exported here by name; implementation lives in private modu
 
 from __future__ import annotations
 
-from ._audit import AuditResult, ReasoningPart, UntrustedText, read_reasoning
-from ._content import (
+from ._binding._drops import (
+    PlacedDrops,
+    ReplyDrop,
+    RoundDrop,
+    ThinkingDrop,
+    UnplacedDrop,
+    parse_input_transformations,
+    place_thinking_drops,
+)
+from ._compile._strategies import Fold, Passthrough, Window, estimate_tokens
+from ._manager import ContextManager
+from ._model._content import (
     Block,
     ImageBlock,
     RedactedThinkingBlock,
@@ -21,38 +31,34 @@ from ._content import (
     blocks_to_wire,
     converter,
 )
-from ._drops import (
-    PlacedDrops,
-    ReplyDrop,
-    RoundDrop,
-    ThinkingDrop,
-    UnplacedDrop,
-    parse_input_transformations,
-    place_thinking_drops,
-)
-from ._errors import (
+from ._model._errors import (
+    AgentNotFound,
+    AgentNotRegistered,
     BranchExists,
     BranchInUse,
     BranchNotFound,
+    CommandLineError,
     ContextManagerError,
     MessageNotFound,
     NotADatabase,
     OverBudget,
     SchemaTooNew,
 )
-from ._head import Head, ThinkingBinding
-from ._manager import ContextManager
-from ._memory_store import MemoryStore
-from ._messages import REASONING_LOSS_KIND, MessageId, MessageMeta, StoredMessage
-from ._reasoning_capture import ReasoningCapture, warn_if_reasoning_unconfigured
-from ._reasoning_store import MemoryReasoningStore, ReasoningStore, SQLiteReasoningStore
-from ._results import CompileResult, ProvenanceEntry, Source, ThinkingStrip
-from ._sqlite_store import SQLiteStore
-from ._store import BranchRecord, BranchRef, Store, branch_key
-from ._strategies import Fold, Passthrough, Window, estimate_tokens
+from ._model._head import Head, ThinkingBinding
+from ._model._log import LibraryLogger, library_logger
+from ._model._messages import REASONING_LOSS_KIND, MessageId, MessageMeta, StoredMessage
+from ._model._results import CompileResult, ProvenanceEntry, Source, ThinkingStrip
+from ._reasoning._audit import AuditResult, ReasoningPart, UntrustedText, read_reasoning
+from ._reasoning._capture import ReasoningCapture, warn_if_reasoning_unconfigured
+from ._reasoning._store import MemoryReasoningStore, ReasoningStore, SQLiteReasoningStore
+from ._store._memory import MemoryStore
+from ._store._protocol import BranchRecord, BranchRef, Store, branch_key
+from ._store._sqlite import SQLiteStore
 
 __all__ = [
     "REASONING_LOSS_KIND",
+    "AgentNotFound",
+    "AgentNotRegistered",
     "AuditResult",
     "Block",
     "BranchExists",
@@ -60,12 +66,14 @@ __all__ = [
     "BranchNotFound",
     "BranchRecord",
     "BranchRef",
+    "CommandLineError",
     "CompileResult",
     "ContextManager",
     "ContextManagerError",
     "Fold",
     "Head",
     "ImageBlock",
+    "LibraryLogger",
     "MemoryReasoningStore",
     "MemoryStore",
     "MessageId",
@@ -106,6 +114,7 @@ __all__ = [
     "branch_key",
     "converter",
     "estimate_tokens",
+    "library_logger",
     "parse_input_transformations",
     "place_thinking_drops",
     "read_reasoning",

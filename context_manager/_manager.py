@@ -9,23 +9,32 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeAlias
 
-import structlog
+from context_manager._model._log import library_logger
 
-from ._branches import lineage_of
-from ._content import Block, to_blocks
-from ._errors import BranchExists, BranchInUse, BranchNotFound
-from ._head import ThinkingBinding
-from ._messages import MessageId, MessageMeta, Role, StoredMessage, check_role, coerce_meta
-from ._store import BranchRecord, BranchRef, Lineage, Store
+from ._binding._drops import PlacedDrops, parse_input_transformations, place_thinking_drops
+from ._compile._compiler import Compiler
+from ._compile._strategies import Passthrough, Strategy, estimate_tokens
+from ._model._content import Block, to_blocks
+from ._model._errors import BranchExists, BranchInUse, BranchNotFound
+from ._model._head import Head, ThinkingBinding
+from ._model._messages import MessageId, MessageMeta, Role, StoredMessage, check_role, coerce_meta
+from ._model._results import CompileResult, ThinkingStrip
+from ._reasoning._capture import ReasoningCapture, resolve_without_sidecar
+from ._store._lineage import lineage_of
+from ._store._protocol import BranchRecord, BranchRef, Lineage, Store
 
-log = structlog.get_logger("context_manager")
+log = library_logger("context_manager")
 
 MAIN_BRANCH = "main"
 """The branch a new namespace starts on."""
 
-StripObserver = Callable[[Any, str], None]
+StripObserver: TypeAlias = Callable[[ThinkingStrip, str], None]
+"""``observer(strip, branch_key)``: called once per committing compile that strips."""
+
+Estimator: TypeAlias = Callable[[Any], int]
+"""Token estimate of one wire message (a dict)."""
 
 
 class ContextManager:
@@ -40,21 +49,18 @@ class ContextManager:
         namespace: str,
         *,
         binding: ThinkingBinding,
-        strategy: Any,
-        estimator: Callable[[Any], int] | None = None,
-        reasoning: Any = None,
+        strategy: Strategy,
+        estimator: Estimator | None = None,
+        reasoning: ReasoningCapture | None = None,
     ) -> None:
-        from ._compile import Compiler
-        from ._strategies import estimate_tokens
-
-        self.store = store
-        self.namespace = namespace
-        self.binding = binding
-        self.strategy = strategy
-        self.estimator = estimator or estimate_tokens
-        self.reasoning = reasoning
+        self.store: Store = store
+        self.namespace: str = namespace
+        self.binding: ThinkingBinding = binding
+        self.strategy: Strategy = strategy
+        self.estimator: Estimator = estimator or estimate_tokens
+        self.reasoning: ReasoningCapture | None = reasoning
         """The reasoning sidecar configuration (``ReasoningCapture``) or ``None``."""
-        self.token = uuid.uuid4().hex
+        self.token: str = uuid.uuid4().hex
         self._observers: list[StripObserver] = []
         self._deletion_observers: list[Callable[[str], None]] = []
         self._branch = self._ensure_branch()
@@ -67,13 +73,11 @@ class ContextManager:
         *,
         namespace: str = "default",
         binding: ThinkingBinding | None = None,
-        strategy: Any = None,
-        estimator: Callable[[Any], int] | None = None,
-        reasoning: Any = None,
+        strategy: Strategy | None = None,
+        estimator: Estimator | None = None,
+        reasoning: ReasoningCapture | None = None,
     ) -> ContextManager:
         """Open (or start) ``namespace`` in ``store``, on its current branch (``main`` when new)."""
-        from ._strategies import Passthrough
-
         if not isinstance(namespace, str) or not namespace:
             raise ValueError(f"namespace must be a non-empty string, got {namespace!r}")
         return cls(
@@ -250,7 +254,11 @@ class ContextManager:
         if callback in self._observers:
             self._observers.remove(callback)
 
-    def _notify(self, strip: Any, key: str) -> None:
+    def _notify(self, result: CompileResult) -> CompileResult:
+        strip = result.thinking_strip
+        if strip is None or result.dry:
+            return result
+        key = result.branch
         for observer in list(self._observers):
             try:
                 observer(strip, key)
@@ -262,20 +270,25 @@ class ContextManager:
                     compile_id=strip.compile_id,
                     error=repr(err),
                 )
+        return result
 
     # compile and replies (see _compile)
-    def compile(self, head: Any, *, budget: int | None = None, dry_run: bool = False) -> Any:
-        """Build the next request. See ``Compiler.compile``."""
-        return self._compiler.compile(head, budget=budget, dry_run=dry_run)
+    def compile(
+        self, head: Head, *, budget: int | None = None, dry_run: bool = False
+    ) -> CompileResult:
+        """Build the next request. See ``Compiler.compile``; observers hear its strip."""
+        return self._notify(self._compiler.compile(head, budget=budget, dry_run=dry_run))
 
     async def compile_async(
-        self, head: Any, *, budget: int | None = None, dry_run: bool = False
-    ) -> Any:
+        self, head: Head, *, budget: int | None = None, dry_run: bool = False
+    ) -> CompileResult:
         """``compile`` for hosts whose summarizer is async."""
-        return await self._compiler.compile_async(head, budget=budget, dry_run=dry_run)
+        return self._notify(
+            await self._compiler.compile_async(head, budget=budget, dry_run=dry_run)
+        )
 
     def record_reply(
-        self, message: object, result: Any, *, appended: Sequence[object] = ()
+        self, message: object, result: CompileResult, *, appended: Sequence[object] = ()
     ) -> MessageId:
         """Store an assistant reply and stamp its thinking. See ``Compiler.record_reply``."""
         return self._compiler.record_reply(message, result, appended=appended)
@@ -289,7 +302,9 @@ class ContextManager:
         self.store.add_release(self.namespace, self._branch.key, message_id, from_block)
         self._compiler.invalidate(self._branch.key)
 
-    def place_drops(self, response: object, result: Any, *, rounds: Sequence[object] = ()) -> Any:
+    def place_drops(
+        self, response: object, result: CompileResult, *, rounds: Sequence[object] = ()
+    ) -> PlacedDrops:
         """Place a response's dropped thinking and release what will never verify again.
 
         Args:
@@ -301,8 +316,6 @@ class ContextManager:
             ``PlacedDrops`` (``context_manager._drops``). Prefix, organization and end-user
             drops are released on ``result.branch`` from their block on; model drops are kept.
         """
-        from ._drops import parse_input_transformations, place_thinking_drops
-
         placed = place_thinking_drops(
             parse_input_transformations(response),
             result.provenance,
@@ -317,18 +330,16 @@ class ContextManager:
         return placed
 
     # reasoning sidecar hooks (see ReasoningCapture)
-    def capture_reasoning(self, blocks: tuple[Block, ...], result: Any) -> tuple[Block, ...]:
+    def capture_reasoning(
+        self, blocks: tuple[Block, ...], result: CompileResult
+    ) -> tuple[Block, ...]:
         """The reply's blocks as stored: readable thinking moved to the sidecar (fail-closed)."""
         if self.reasoning is None:
             return blocks
-        captured: tuple[Block, ...] = self.reasoning.capture(self.namespace, blocks, result)
-        return captured
+        return self.reasoning.capture(self.namespace, blocks, result)
 
     def resolve_reasoning(self, block: Block) -> Block | None:
         """A stored thinking block as it was sent, or ``None`` when its text cannot be had."""
         if self.reasoning is None:
-            from ._reasoning_capture import resolve_without_sidecar
-
             return resolve_without_sidecar(block)
-        resolved: Block | None = self.reasoning.resolve(self.namespace, block)
-        return resolved
+        return self.reasoning.resolve(self.namespace, block)

@@ -7,11 +7,10 @@ a call that opens or grows an incident is told or alerted. In memory: a restart 
 from __future__ import annotations
 
 import attrs
-import structlog
 
-from context_manager import PlacedDrops
+from context_manager import PlacedDrops, library_logger
 
-log = structlog.get_logger("notices")
+log = library_logger("notices")
 
 ALERT_EVENT = "thinking_binding_loss"
 """The operators' alert: one warning per incident that opens or grows."""

@@ -8,16 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-import structlog
-
-from context_manager import MessageId, PlacedDrops, StoredMessage, ThinkingStrip
+from context_manager import MessageId, PlacedDrops, StoredMessage, ThinkingStrip, library_logger
 
 from ._incidents import ThinkingLossIncidents
 from ._line import name_reply, reasoning_loss_line
 from ._told import DEFAULT_CAP, ToldSets
 from ._turn import TurnState
 
-log = structlog.get_logger("notices")
+log = library_logger("notices")
 
 ReadMessage = Callable[[str, MessageId], StoredMessage]
 """``read_message(agent, message_id)``: the stored reply, read through that agent's store.

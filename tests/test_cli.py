@@ -19,8 +19,7 @@ from typing import Any
 import pytest
 
 from context_manager import ContextManager, SQLiteStore, StoredMessage, TextBlock, ThinkingBlock
-from context_manager._cli import main
-from context_manager._cli_format import (
+from context_manager._cli._format import (
     clean,
     format_message,
     line_form,
@@ -28,6 +27,7 @@ from context_manager._cli_format import (
     plural,
     thinking_marker,
 )
+from context_manager._cli._main import main
 from notices import notice_metadata
 
 ENV = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"} | {"NO_COLOR": "1"}

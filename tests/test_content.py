@@ -31,7 +31,7 @@ from context_manager import (
     blocks_to_wire,
     converter,
 )
-from context_manager._content import to_block, to_blocks
+from context_manager._model._content import to_block, to_blocks
 
 SIGNATURE = "EqQBCkYIBxgCKkD3mZ9a1nY2Vb0x8wQyU6oI0cPpW2kq4Hc5RZqj6Z5x1yT3u7Q2aBcD"
 REDACTED = "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpPkNRj2YfWXGmKDxH4m"

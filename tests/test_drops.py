@@ -28,8 +28,8 @@ from context_manager import (
     parse_input_transformations,
     place_thinking_drops,
 )
-from context_manager._canonical import signature_digest
-from context_manager._store import Release
+from context_manager._model._canonical import signature_digest
+from context_manager._store._protocol import Release
 
 PREFIX = "prefix_binding_mismatch"
 MODEL = "model_binding_mismatch"
@@ -398,7 +398,7 @@ def test_the_drop_names_are_exported_from_the_package() -> None:
 def test_reading_a_response_to_stamp_and_then_to_place_logs_an_ignored_entry_once() -> None:
     from structlog.testing import capture_logs
 
-    from context_manager._record import dropped_paths
+    from context_manager._binding._stamp import dropped_paths
 
     response = {"input_transformations": [{"type": "thinking_rewritten", "path": "x"}]}
     with capture_logs() as logs:

@@ -66,7 +66,7 @@ from context_manager import (
     blocks_from_wire,
     blocks_to_wire,
 )
-from context_manager._head import HEAD_COMPONENTS
+from context_manager._model._head import HEAD_COMPONENTS
 from context_manager.runtime import Agent, RetryPolicy, Runtime, ToolFunction
 from context_manager.simulator import (
     DROP_REASONS,
@@ -215,15 +215,15 @@ class BranchModel:
         )
 
 
-class RecordingRuntime(Runtime):
-    """The real runtime; it also notes each call's compile result, reply and visible history."""
+class RecordingAgent(Agent):
+    """The real agent; it also notes each call's compile result, reply and visible history."""
 
     events: list[tuple[str, Any]]
 
-    def _tell_drops(self, agent: Agent, message: Any, result: CompileResult) -> None:
-        visible = agent.context.messages(branch=None)
-        self.events.append(("call", (result, visible, agent.turn_state())))
-        super()._tell_drops(agent, message, result)
+    def _tell_drops(self, message: object, result: CompileResult) -> None:
+        visible = self.context.messages(branch=None)
+        self.events.append(("call", (result, visible, self.turn_state())))
+        super()._tell_drops(message, result)
 
 
 class ReliabilityMachine(RuleBasedStateMachine):
@@ -279,11 +279,11 @@ class ReliabilityMachine(RuleBasedStateMachine):
             self.store = MemoryStore()
         STATS[f"store:{type(self.store).__name__}"] += 1
         STATS[f"notices_as:{notices_as}"] += 1
-        self.runtime = RecordingRuntime(self.client, self.store, retry=FAST)
-        self.runtime.events = self.events
+        self.runtime = Runtime(self.client, self.store, retry=FAST)
         binding = ThinkingBinding(system_notices=notices_as)  # type: ignore[arg-type]
         tools: dict[str, ToolFunction] = {str(t["name"]): self._run_tool for t in TOOLS}
-        self.agent = Agent(AGENT, self._head(), tools=tools, binding=binding)
+        self.agent = RecordingAgent(AGENT, self._head(), tools=tools, binding=binding)
+        self.agent.events = self.events
         self.runtime.register(self.agent)
         self.cm = self.agent.context
         self.cm.on_thinking_strip(self._heard)

@@ -30,7 +30,7 @@ from context_manager import (
     read_reasoning,
     warn_if_reasoning_unconfigured,
 )
-from context_manager._reasoning_capture import REASONING_KEY
+from context_manager._reasoning._capture import REASONING_KEY
 
 SECRET = "secret plan"
 TOOLS = [{"name": "read_log", "description": "Read the log.", "input_schema": {"type": "object"}}]

@@ -27,7 +27,7 @@ from context_manager import (
     ThinkingBlock,
     ToolUseBlock,
 )
-from context_manager._sqlite_store import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
+from context_manager._store._sqlite import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
 
 
 def snapshot(cm: ContextManager) -> dict[str, Any]:

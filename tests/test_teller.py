@@ -22,8 +22,8 @@ from context_manager import (
     ToolUseBlock,
     UnplacedDrop,
 )
-from context_manager._results import StripCause
-from context_manager._store import Store
+from context_manager._model._results import StripCause
+from context_manager._store._protocol import Store
 from notices import ReasoningLossTeller, TurnState
 
 PREFIX = "prefix_binding_mismatch"

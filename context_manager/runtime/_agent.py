@@ -11,27 +11,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal
 
+import anthropic
 import attrs
-import structlog
 
-from context_manager._content import TextBlock, ToolResultBlock, ToolUseBlock, to_blocks
-from context_manager._head import Head, ThinkingBinding
+from context_manager._compile._strategies import Passthrough, Strategy
 from context_manager._manager import ContextManager
-from context_manager._messages import REASONING_LOSS_KIND, MessageId, MessageMeta
-from context_manager._store import branch_key
-from context_manager._strategies import Passthrough, Strategy
+from context_manager._model._content import TextBlock, ToolResultBlock, ToolUseBlock, to_blocks
+from context_manager._model._errors import AgentNotRegistered
+from context_manager._model._head import Head, ThinkingBinding
+from context_manager._model._log import library_logger
+from context_manager._model._messages import REASONING_LOSS_KIND, MessageId, MessageMeta
+from context_manager._model._results import CompileResult
+from context_manager._reasoning._capture import ReasoningCapture
+from context_manager._store._protocol import branch_key
+from notices import ReasoningLossTeller, TurnState
 
-from ._calls import stream_call
+from ._calls import RetryPolicy, stream_call
 from ._tools import ToolCall, ToolFunction, run_tool
 
-if TYPE_CHECKING:
-    from notices import TurnState
-
-    from ._runtime import Runtime
-
-log = structlog.get_logger("context_manager.runtime")
+log = library_logger("context_manager.runtime")
 
 INTERRUPTED_TEXT = "This tool call was interrupted before it finished; run it again if needed."
 """The result ``resume_turn`` gives a call whose answer was never stored."""
@@ -70,32 +70,39 @@ class Agent:
     tools: dict[str, ToolFunction] = attrs.field(factory=dict)
     binding: ThinkingBinding = attrs.field(factory=ThinkingBinding)
     strategy: Strategy = attrs.field(factory=Passthrough)
-    reasoning: Any = None
-    _runtime: Runtime | None = attrs.field(default=None, init=False, repr=False)
+    reasoning: ReasoningCapture | Literal[False] | None = None
+    _client: anthropic.AsyncAnthropic | None = attrs.field(default=None, init=False, repr=False)
+    _retry: RetryPolicy = attrs.field(factory=RetryPolicy, init=False, repr=False)
     _context: ContextManager | None = attrs.field(default=None, init=False, repr=False)
     _turn: Turn | None = attrs.field(default=None, init=False, repr=False)
     _deferred: list[tuple[str, str]] = attrs.field(factory=list, init=False, repr=False)
     _lock: asyncio.Lock = attrs.field(factory=asyncio.Lock, init=False, repr=False)
-    _teller: Any = attrs.field(default=None, init=False, repr=False)
+    _teller: ReasoningLossTeller | None = attrs.field(default=None, init=False, repr=False)
     removed: bool = attrs.field(default=False, init=False)
 
     @property
     def context(self) -> ContextManager:
         """The agent's ``ContextManager`` (namespace = the agent's name)."""
         if self._context is None:
-            raise RuntimeError(f"agent {self.name!r} is not registered; call runtime.register()")
+            raise AgentNotRegistered(self.name)
         return self._context
 
-    @property
-    def runtime(self) -> Runtime:
-        if self._runtime is None:
-            raise RuntimeError(f"agent {self.name!r} is not registered; call runtime.register()")
-        return self._runtime
+    def attach(
+        self,
+        client: anthropic.AsyncAnthropic,
+        context: ContextManager,
+        teller: ReasoningLossTeller,
+        retry: RetryPolicy,
+    ) -> None:
+        """Give the agent what its turns use (``Runtime.register`` does this)."""
+        self._client = client
+        self._context = context
+        self._teller = teller
+        self._retry = retry
+        self.removed = False
 
     def turn_state(self) -> TurnState:
         """Whether a turn is live, and where it opened (what the teller judges "this turn" by)."""
-        from notices import TurnState
-
         turn = self._turn
         if turn is None:
             return TurnState(live=False, branch_key=None, head_sequence=0)
@@ -110,9 +117,26 @@ class Agent:
         return self._store_notice(text, kind)
 
     @property
-    def teller(self) -> Any:
+    def teller(self) -> ReasoningLossTeller:
         """The ``ReasoningLossTeller`` holding this agent's told state."""
-        return self._teller if self._teller is not None else self.runtime.teller
+        if self._teller is None:
+            raise AgentNotRegistered(self.name)
+        return self._teller
+
+    def _tell_drops(self, message: object, result: CompileResult) -> None:
+        """Place the call's drops, release per policy, and tell them (never raises)."""
+        try:
+            placed = self.context.place_drops(message, result)
+        except Exception as err:
+            log.error("drop_placement_failed", agent=self.name, error=repr(err))
+            return
+        if self.removed:
+            return
+        try:
+            teller = self.teller
+            self._deliver(teller.for_drops(self.name, result.branch, placed, self.turn_state()))
+        except Exception as err:
+            log.error("teller_failed", agent=self.name, error=repr(err), line="[reasoning]")
 
     def _store_notice(self, text: str, kind: str) -> MessageId | None:
         try:
@@ -220,7 +244,9 @@ class Agent:
             return True
 
     async def _loop(self) -> TurnResult:
-        runtime = self.runtime
+        client = self._client
+        if client is None:
+            raise AgentNotRegistered(self.name)
         cm = self.context
         replies: list[MessageId] = []
         calls: list[ToolCall] = []
@@ -229,14 +255,14 @@ class Agent:
         for _ in range(MAX_CALLS_PER_TURN):
             result = await cm.compile_async(self.head)
             message = await stream_call(
-                runtime.client,
+                client,
                 result.request,
                 compile_id=result.compile_id,
                 agent=self.name,
-                retry=runtime.retry,
+                retry=self._retry,
             )
             replies.append(cm.record_reply(message, result))
-            runtime._tell_drops(self, message, result)
+            self._tell_drops(message, result)
             stop_reason = getattr(message, "stop_reason", None)
             uses = [b for b in to_blocks(message) if isinstance(b, ToolUseBlock)]
             if not uses:

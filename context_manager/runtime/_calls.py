@@ -12,9 +12,10 @@ from typing import Any
 
 import anthropic
 import attrs
-import structlog
 
-log = structlog.get_logger("context_manager.runtime")
+from context_manager._model._log import library_logger
+
+log = library_logger("context_manager.runtime")
 
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 529})
 """Statuses the API documents as transient (rate limit, server error, overloaded)."""

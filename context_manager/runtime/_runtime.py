@@ -10,20 +10,22 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any
 
 import anthropic
-import structlog
 
 from context_manager._manager import ContextManager
-from context_manager._messages import MessageId, StoredMessage
-from context_manager._results import CompileResult, ThinkingStrip
-from context_manager._store import Store
+from context_manager._model._errors import AgentNotFound
+from context_manager._model._log import library_logger
+from context_manager._model._messages import MessageId, StoredMessage
+from context_manager._model._results import ThinkingStrip
+from context_manager._reasoning._capture import warn_if_reasoning_unconfigured
+from context_manager._store._protocol import Store
+from notices import ReasoningLossTeller
 
 from ._agent import Agent
 from ._calls import RetryPolicy
 
-log = structlog.get_logger("context_manager.runtime")
+log = library_logger("context_manager.runtime")
 
 AGENT_NAME_MAX = 64
 """Agent names are namespaces and appear in every notice line: short and printable."""
@@ -52,11 +54,9 @@ class Runtime:
         client: anthropic.AsyncAnthropic,
         store: Store,
         *,
-        teller: Any = None,
+        teller: ReasoningLossTeller | None = None,
         retry: RetryPolicy | None = None,
     ) -> None:
-        from notices import ReasoningLossTeller
-
         self.client = client
         self.store = store
         self.retry = retry or RetryPolicy()
@@ -66,7 +66,7 @@ class Runtime:
     def _reader(self, agent: str, message_id: MessageId) -> StoredMessage:
         found = self._agents.get(agent)
         if found is None:
-            raise KeyError(f"agent {agent!r} is not registered")
+            raise AgentNotFound(agent, self._agents)
         return found.context.get_message(message_id)
 
     def register(self, agent: Agent) -> Agent:
@@ -82,9 +82,7 @@ class Runtime:
         self._agents[agent.name] = agent
         return agent
 
-    def _attach(self, agent: Agent, namespace: str, teller: Any) -> None:
-        from context_manager._audit import warn_if_reasoning_unconfigured
-
+    def _attach(self, agent: Agent, namespace: str, teller: ReasoningLossTeller) -> None:
         context = ContextManager.open(
             self.store,
             namespace=namespace,
@@ -92,10 +90,7 @@ class Runtime:
             strategy=agent.strategy,
             reasoning=agent.reasoning or None,
         )
-        agent._runtime = self
-        agent._context = context
-        agent.removed = False
-        agent._teller = teller
+        agent.attach(self.client, context, teller, self.retry)
         warn_if_reasoning_unconfigured(agent.name, agent.head, agent.reasoning)
 
         def hear(strip: ThinkingStrip, key: str) -> None:
@@ -117,8 +112,7 @@ class Runtime:
         """
         agent = self._agents.pop(name, None)
         if agent is None:
-            known = ", ".join(sorted(self._agents)) or "none"
-            raise KeyError(f"no agent {name!r}; registered: {known}")
+            raise AgentNotFound(name, self._agents)
         agent.removed = True
         self.teller.forget(name)
         return agent
@@ -130,8 +124,6 @@ class Runtime:
     @contextlib.asynccontextmanager
     async def ephemeral(self, agent: Agent) -> AsyncIterator[Agent]:
         """A one-off run: its own namespace and told state, both gone when the block ends."""
-        from notices import ReasoningLossTeller
-
         check_agent_name(agent.name)
         namespace = f"{agent.name}~{uuid.uuid4().hex[:12]}"
         teller = ReasoningLossTeller(lambda _, mid: agent.context.get_message(mid))
@@ -142,18 +134,3 @@ class Runtime:
             agent.removed = True
             teller.forget(agent.name)
             self.store.drop_namespace(namespace)
-
-    def _tell_drops(self, agent: Agent, message: Any, result: CompileResult) -> None:
-        """Place the call's drops, release per policy, and tell them (never raises)."""
-        teller = agent.teller
-        try:
-            placed = agent.context.place_drops(message, result)
-        except Exception as err:
-            log.error("drop_placement_failed", agent=agent.name, error=repr(err))
-            return
-        if agent.removed:
-            return
-        try:
-            agent._deliver(teller.for_drops(agent.name, result.branch, placed, agent.turn_state()))
-        except Exception as err:
-            log.error("teller_failed", agent=agent.name, error=repr(err), line="[reasoning]")

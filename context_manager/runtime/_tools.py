@@ -13,9 +13,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeAlias
 
 import attrs
-import structlog
 
-from context_manager._content import (
+from context_manager._model._content import (
     Block,
     ImageBlock,
     TextBlock,
@@ -23,8 +22,9 @@ from context_manager._content import (
     ToolUseBlock,
     to_block,
 )
+from context_manager._model._log import library_logger
 
-log = structlog.get_logger("context_manager.runtime")
+log = library_logger("context_manager.runtime")
 
 ToolFunction: TypeAlias = Callable[[dict[str, Any]], Any | Awaitable[Any]]
 """A tool: takes the call's input dict, returns text or blocks (sync or async)."""

@@ -11,7 +11,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from context_manager._canonical import canonical_json, digest
+from context_manager._model._canonical import canonical_json, digest
 
 CHAIN_START = bytes(32)
 """The chain value before any block: 32 zero bytes (the SHA-256 width)."""

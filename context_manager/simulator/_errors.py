@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from context_manager._errors import ContextManagerError
+from context_manager._model._errors import ContextManagerError
 
 
 class SimulatedApiError(ContextManagerError):

@@ -11,7 +11,7 @@ import secrets
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from context_manager._content import block_to_wire, to_block
+from context_manager._model._content import block_to_wire, to_block
 
 from ._errors import InvalidRequest
 

@@ -12,8 +12,8 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeAlias
 
-from context_manager._canonical import canonical_json
-from context_manager._content import (
+from context_manager._model._canonical import canonical_json
+from context_manager._model._content import (
     Block,
     TextBlock,
     ThinkingBlock,

@@ -17,7 +17,7 @@ import secrets
 
 import attrs
 
-from context_manager._canonical import canonical_json
+from context_manager._model._canonical import canonical_json
 
 from ._api import MODEL_MISMATCH, PREFIX_MISMATCH
 

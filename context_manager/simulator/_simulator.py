@@ -18,7 +18,7 @@ import attrs
 import httpx2
 import structlog
 
-from context_manager._content import block_to_wire, to_block
+from context_manager._model._content import block_to_wire, to_block
 
 from ._api import MESSAGES_PATH, PREFIX_MISMATCH, SIGNED_TYPES
 from ._errors import InvalidRequest, NotFound, SimulatedApiError

@@ -13,14 +13,15 @@ from collections.abc import Mapping
 from typing import Any, Literal, TypeAlias
 
 import attrs
-import structlog
 
-from ._content import Block, RedactedThinkingBlock, ThinkingBlock
-from ._head import Head
-from ._reasoning_store import ReasoningStore
-from ._results import CompileResult
+from context_manager._model._content import Block, RedactedThinkingBlock, ThinkingBlock
+from context_manager._model._head import Head
+from context_manager._model._log import library_logger
+from context_manager._model._results import CompileResult
 
-log = structlog.get_logger("context_manager.reasoning")
+from ._store import ReasoningStore
+
+log = library_logger("context_manager.reasoning")
 
 REASONING_KEY = "x_cm_reasoning"
 """The ``extra`` key holding a stored thinking block's private record; never sent to the API

@@ -18,11 +18,10 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import structlog
-
-from ._content import Block, blocks_from_wire
-from ._errors import BranchExists, BranchNotFound, MessageNotFound
-from ._messages import (
+from context_manager._model._content import Block, blocks_from_wire
+from context_manager._model._errors import BranchExists, BranchNotFound, MessageNotFound
+from context_manager._model._log import library_logger
+from context_manager._model._messages import (
     MessageId,
     MessageMeta,
     Role,
@@ -30,9 +29,10 @@ from ._messages import (
     decode_message,
     encode_message,
 )
+
+from ._protocol import BindingRecordData, BranchRecord, BranchRef, Lineage, Release
+from ._read import check_limit, select_window
 from ._sqlite_file import connect, open_versioned, transaction
-from ._store import BindingRecordData, BranchRecord, BranchRef, Lineage, Release
-from ._store_read import check_limit, select_window
 
 APPLICATION_ID = 0x434D4752
 """``PRAGMA application_id`` marking a file as ours ("CMGR")."""
@@ -83,7 +83,7 @@ MIGRATIONS: tuple[str, ...] = (
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
-log = structlog.get_logger("context_manager.store")
+log = library_logger("context_manager.store")
 
 
 class SQLiteStore:

@@ -12,7 +12,7 @@ from typing import Any, TypeAlias
 
 import attrs
 
-from ._messages import StoredMessage
+from context_manager._model._messages import StoredMessage
 
 CHARS_PER_TOKEN = 4
 """The default estimator's ratio: about four characters of JSON per token."""

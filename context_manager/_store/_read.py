@@ -10,7 +10,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable
 
-from ._messages import StoredMessage
+from context_manager._model._messages import StoredMessage
 
 
 def check_limit(limit: int | None) -> None:

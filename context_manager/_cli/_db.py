@@ -14,19 +14,19 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from ._errors import ContextManagerError
-from ._reasoning_store import APPLICATION_ID as SIDECAR_APPLICATION_ID
-from ._reasoning_store import SCHEMA_VERSION as SIDECAR_SCHEMA_VERSION
-from ._reasoning_store import SQLiteReasoningStore
-from ._sqlite_store import APPLICATION_ID, SCHEMA_VERSION, SQLiteStore
+from context_manager._model._errors import CommandLineError, ContextManagerError
+from context_manager._reasoning._store import APPLICATION_ID as SIDECAR_APPLICATION_ID
+from context_manager._reasoning._store import SCHEMA_VERSION as SIDECAR_SCHEMA_VERSION
+from context_manager._reasoning._store import SQLiteReasoningStore
+from context_manager._store._sqlite import APPLICATION_ID, SCHEMA_VERSION, SQLiteStore
 
 SIDECAR_SUFFIX = ".reasoning"
 """The command line keeps an agent database's reasoning sidecar beside it: ``agent.db`` ->
 ``agent.db.reasoning`` (``demo`` and ``run`` write it, ``transcript --reasoning`` reads it)."""
 
 
-class CliError(Exception):
-    """Bad input the command line reports in one line on stderr, exiting with status 2."""
+CliError = CommandLineError
+"""Bad input the command line reports in one line on stderr, exiting with status 2."""
 
 
 def sidecar_path(database: str | os.PathLike[str]) -> Path:

@@ -14,15 +14,21 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from ._audit import DEFAULT_MAX_BYTES, DEFAULT_MAX_PARTS, ReasoningPart, read_reasoning
-from ._cli_db import CliError, open_for_reading, open_sidecar, sidecar_path
-from ._cli_format import BOLD_YELLOW, DIM, clean, format_message, message_record, style
-from ._content import RedactedThinkingBlock, ThinkingBlock
-from ._manager import ContextManager
-from ._messages import StoredMessage
-from ._reasoning_capture import ReasoningCapture
-from ._sqlite_store import SQLiteStore
-from ._store import BranchRecord
+from context_manager._manager import ContextManager
+from context_manager._model._content import RedactedThinkingBlock, ThinkingBlock
+from context_manager._model._messages import StoredMessage
+from context_manager._reasoning._audit import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_PARTS,
+    ReasoningPart,
+    read_reasoning,
+)
+from context_manager._reasoning._capture import ReasoningCapture
+from context_manager._store._protocol import BranchRecord
+from context_manager._store._sqlite import SQLiteStore
+
+from ._db import CliError, open_for_reading, open_sidecar, sidecar_path
+from ._format import BOLD_YELLOW, DIM, clean, format_message, message_record, style
 
 READ_CHUNK = 500
 """Messages read per step: output starts at once and memory stays flat on long transcripts."""

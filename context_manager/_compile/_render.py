@@ -13,11 +13,10 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 import attrs
-import structlog
 
-from ._canonical import signature_digest
-from ._chain import feed_block, seal
-from ._content import (
+from context_manager._binding._chain import feed_block, seal
+from context_manager._model._canonical import signature_digest
+from context_manager._model._content import (
     Block,
     TextBlock,
     ToolResultBlock,
@@ -26,12 +25,13 @@ from ._content import (
     is_thinking,
     signature_of,
 )
-from ._head import changed_components
-from ._messages import MessageId, StoredMessage
-from ._results import ProvenanceEntry, ProvenanceKind, Source
-from ._store import Release
+from context_manager._model._head import changed_components
+from context_manager._model._log import library_logger
+from context_manager._model._messages import MessageId, StoredMessage
+from context_manager._model._results import ProvenanceEntry, ProvenanceKind, Source
+from context_manager._store._protocol import Release
 
-log = structlog.get_logger("context_manager.render")
+log = library_logger("context_manager.render")
 
 StripReason = Literal["head", "prefix", "unstamped", "released"]
 

@@ -11,13 +11,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
-import structlog
 
-from ._content import Block, is_thinking, to_blocks
-from ._messages import MessageId
-from ._results import ProvenanceEntry
+from context_manager._model._content import Block, is_thinking, to_blocks
+from context_manager._model._log import library_logger
+from context_manager._model._messages import MessageId
+from context_manager._model._results import ProvenanceEntry
 
-log = structlog.get_logger("context_manager.drops")
+log = library_logger("context_manager.drops")
 
 DROPPED_TYPE = "thinking_dropped"
 """The one ``input_transformations`` entry type that reports a removed block."""

@@ -11,8 +11,9 @@ from collections.abc import Sequence
 
 import attrs
 
-from ._content import TextBlock, ToolResultBlock, ToolUseBlock
-from ._messages import MessageId, MessageMeta, StoredMessage
+from context_manager._model._content import TextBlock, ToolResultBlock, ToolUseBlock
+from context_manager._model._messages import MessageId, MessageMeta, StoredMessage
+
 from ._render import RenderState, Span, StripEntry, is_clean_start
 from ._selection import fold_cut
 

@@ -8,20 +8,35 @@ message store recorded *before* any sidecar read, so nothing past a bound is fet
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Literal, NoReturn, TypeAlias
+from typing import Literal, NoReturn, Protocol, TypeAlias
 
 import attrs
 
-from ._content import RedactedThinkingBlock, ThinkingBlock
-from ._messages import MessageId, StoredMessage
-from ._reasoning_capture import ReasoningCapture, ReasoningKind, reasoning_record, text_digest
-from ._reasoning_capture import (
-    warn_if_reasoning_unconfigured as warn_if_reasoning_unconfigured,  # the runtime imports it here
-)
-from ._reasoning_store import ReasoningStore
+from context_manager._model._content import RedactedThinkingBlock, ThinkingBlock
+from context_manager._model._messages import MessageId, StoredMessage
 
-if TYPE_CHECKING:
-    from ._manager import ContextManager
+from ._capture import ReasoningCapture, ReasoningKind, reasoning_record, text_digest
+from ._store import ReasoningStore
+
+
+class AuditedContext(Protocol):
+    """What the audit reader reads from (a ``ContextManager`` is one)."""
+
+    @property
+    def namespace(self) -> str: ...
+
+    @property
+    def reasoning(self) -> ReasoningCapture | None: ...
+
+    def get_message(self, message_id: MessageId) -> StoredMessage: ...
+
+    def messages(
+        self,
+        branch: str | None = None,
+        kind: str | None = None,
+        since: int | None = None,
+        limit: int | None = None,
+    ) -> list[StoredMessage]: ...
 
 PartStatus: TypeAlias = Literal["ok", "redacted", "erased", "digest-mismatch", "omitted"]
 
@@ -108,7 +123,7 @@ class AuditResult:
 
 
 def read_reasoning(
-    cm: ContextManager,
+    cm: AuditedContext,
     *,
     message_id: MessageId | None = None,
     since: int | None = None,
@@ -163,7 +178,7 @@ def read_reasoning(
 
 
 def _replies(
-    cm: ContextManager, message_id: MessageId | None, since: int | None
+    cm: AuditedContext, message_id: MessageId | None, since: int | None
 ) -> Iterator[StoredMessage]:
     if message_id is not None:
         message = cm.get_message(message_id)

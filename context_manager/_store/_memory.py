@@ -16,9 +16,9 @@ from typing import Any
 import attrs
 from sortedcontainers import SortedDict, SortedList
 
-from ._content import Block
-from ._errors import BranchExists, BranchNotFound, MessageNotFound
-from ._messages import (
+from context_manager._model._content import Block
+from context_manager._model._errors import BranchExists, BranchNotFound, MessageNotFound
+from context_manager._model._messages import (
     MessageId,
     MessageMeta,
     Role,
@@ -26,8 +26,9 @@ from ._messages import (
     decode_message,
     encode_message,
 )
-from ._store import BindingRecordData, BranchRecord, BranchRef, Lineage, Release
-from ._store_read import check_limit, select_window
+
+from ._protocol import BindingRecordData, BranchRecord, BranchRef, Lineage, Release
+from ._read import check_limit, select_window
 
 
 @attrs.define

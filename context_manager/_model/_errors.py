@@ -2,7 +2,22 @@
 
 Hierarchy: ``ContextManagerError`` is the base; each error also inherits the builtin it
 semantically is, so ``except KeyError`` keeps working for lookups. Messages name the offending
-value and say what to do instead.
+value and say what to do instead::
+
+    ContextManagerError (Exception)
+    ├── MessageNotFound (KeyError)
+    ├── BranchNotFound (KeyError)
+    ├── AgentNotFound (KeyError)           the runtime has no agent of that name
+    ├── BranchExists (ValueError)
+    ├── BranchInUse (ValueError)
+    ├── NotADatabase (ValueError)
+    ├── OverBudget (ValueError)
+    ├── SchemaTooNew (RuntimeError)
+    ├── AgentNotRegistered (RuntimeError)  an agent used before ``Runtime.register``
+    └── CommandLineError (ValueError)      the command line refuses its input (exit 2)
+
+The simulator's errors (``context_manager.simulator``) have a base of their own: it is the
+independent check of this library and shares no code with it.
 """
 
 from __future__ import annotations
@@ -88,3 +103,28 @@ class OverBudget(ContextManagerError, ValueError):
             f"budget of {budget} tokens is smaller than the {required} tokens that must be sent "
             "(the newest user message); raise the budget"
         )
+
+
+class AgentNotFound(ContextManagerError, KeyError):
+    """No registered agent of this name; ``known`` lists the registered ones."""
+
+    def __init__(self, name: str, known: Iterable[str]) -> None:
+        self.name = name
+        self.known = sorted(known)
+        listing = ", ".join(repr(k) for k in self.known) or "none"
+        super().__init__(f"no agent {name!r}; registered: {listing}")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class AgentNotRegistered(ContextManagerError, RuntimeError):
+    """The agent was used before ``Runtime.register`` (or after it was removed)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"agent {name!r} is not registered; call runtime.register()")
+
+
+class CommandLineError(ContextManagerError, ValueError):
+    """The command line cannot use its input (a path, a name); the message says why."""

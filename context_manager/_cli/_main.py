@@ -16,8 +16,12 @@ from typing import TextIO
 
 import structlog
 
-from ._cli_db import SIDECAR_SUFFIX, CliError
-from ._errors import ContextManagerError
+from context_manager._model._errors import ContextManagerError
+
+from ._db import SIDECAR_SUFFIX, CliError
+from ._demo import run_demo
+from ._run import run_session
+from ._transcript import show_transcript
 
 PROG = "context-manager"
 EXIT_BAD_INPUT = 2
@@ -49,20 +53,14 @@ def _color(out: TextIO) -> bool:
 
 
 def _demo(args: argparse.Namespace, out: TextIO) -> int:
-    from ._cli_demo import run_demo
-
     return run_demo(args, out, color=_color(out))
 
 
 def _run(args: argparse.Namespace, out: TextIO) -> int:
-    from ._cli_run import run_session
-
     return run_session(args, out, sys.stdin, color=_color(out))
 
 
 def _transcript(args: argparse.Namespace, out: TextIO) -> int:
-    from ._cli_transcript import show_transcript
-
     return show_transcript(args, out, color=_color(out))
 
 

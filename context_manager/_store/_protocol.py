@@ -15,8 +15,8 @@ from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 import attrs
 
-from ._content import Block
-from ._messages import MessageId, MessageMeta, Role, StoredMessage
+from context_manager._model._content import Block
+from context_manager._model._messages import MessageId, MessageMeta, Role, StoredMessage
 
 
 @attrs.frozen

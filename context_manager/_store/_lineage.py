@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ._store import BranchRecord, Lineage
+from ._protocol import BranchRecord, Lineage
 
 
 def lineage_of(record: BranchRecord, lookup: Callable[[str], BranchRecord]) -> Lineage:

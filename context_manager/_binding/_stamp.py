@@ -12,11 +12,13 @@ from typing import Any
 
 import attrs
 
-from ._canonical import signature_digest
+from context_manager._model._canonical import signature_digest
+from context_manager._model._content import Block, block_to_wire, is_thinking, signature_of
+from context_manager._model._messages import StoredMessage
+from context_manager._model._results import CompileResult
+
 from ._chain import chain_of_messages, feed_block, seal, wire_content
-from ._content import Block, block_to_wire, is_thinking, signature_of
-from ._messages import StoredMessage
-from ._results import CompileResult
+from ._drops import parse_input_transformations
 
 STAMP_VERSION = 1
 """Written into every stamp, so a later format can tell old stamps apart."""
@@ -89,8 +91,6 @@ def dropped_paths(message: object, sent: Sequence[dict[str, Any]]) -> frozenset[
     )
     if not reported:
         return frozenset()
-    from ._drops import parse_input_transformations
-
     drops = parse_input_transformations(message, quiet=True)  # placement logs them once
     paths = {(d.i, d.j) for d in drops if d.i is not None and d.j is not None}
     return frozenset(

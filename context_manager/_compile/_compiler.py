@@ -13,19 +13,22 @@ from __future__ import annotations
 import asyncio
 import inspect
 import uuid
-from collections.abc import Generator, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Generator, Sequence
+from typing import Any, Protocol
 
 import attrs
-import structlog
 
-from ._chain import CHAIN_SEED, feed_block
-from ._content import (
-    block_to_wire,
-    is_thinking,
-    to_blocks,
-)
-from ._errors import OverBudget
+from context_manager._binding._chain import CHAIN_SEED, feed_block
+from context_manager._binding._stamp import stamp_reply
+from context_manager._model._content import Block, block_to_wire, is_thinking, to_blocks
+from context_manager._model._errors import OverBudget
+from context_manager._model._head import Head, ThinkingBinding
+from context_manager._model._log import library_logger
+from context_manager._model._messages import MessageId, MessageMeta, StoredMessage
+from context_manager._model._results import CompileResult, ProvenanceEntry, ThinkingStrip
+from context_manager._reasoning._capture import ReasoningCapture
+from context_manager._store._protocol import Lineage, Release, Store
+
 from ._fold import (
     SUMMARY_KIND,
     FoldRequest,
@@ -35,9 +38,6 @@ from ._fold import (
     plan_fold,
     summary_parts,
 )
-from ._head import Head
-from ._messages import MessageId, MessageMeta, StoredMessage
-from ._record import stamp_reply
 from ._render import (
     RenderContext,
     RenderState,
@@ -48,15 +48,10 @@ from ._render import (
     render_message,
     render_text_prefix,
 )
-from ._results import CompileResult, ProvenanceEntry, ThinkingStrip
 from ._selection import jump_anchor, required_tokens
-from ._store import Lineage, Release
-from ._strategies import Fold, Window
+from ._strategies import Fold, Strategy, Window
 
-if TYPE_CHECKING:
-    from ._manager import ContextManager
-
-log = structlog.get_logger("context_manager.compile")
+log = library_logger("context_manager.compile")
 
 DEFAULT_MAX_TOKENS = 4096
 """``max_tokens`` when the head's settings give none (the API requires the field)."""
@@ -98,10 +93,37 @@ class _CacheKey:
     erasures: int
 
 
-class Compiler:
-    """Compiles requests and records replies for one ``ContextManager``."""
+class CompileHost(Protocol):
+    """What the compiler reads from the facade that owns it (``ContextManager`` is one).
 
-    def __init__(self, manager: ContextManager) -> None:
+    The compiler holds no reference upward: it gets the store, the namespace, the binding, the
+    strategy, the estimator and the sidecar hooks through this, and returns each strip in its
+    ``CompileResult``; telling observers is the facade's job.
+    """
+
+    store: Store
+    namespace: str
+    binding: ThinkingBinding
+    strategy: Strategy
+    estimator: Callable[[Any], int]
+    reasoning: ReasoningCapture | None
+    token: str
+
+    def current_branch_key(self) -> str: ...
+
+    def lineage(self, key: str | None = None) -> Lineage: ...
+
+    def resolve_reasoning(self, block: Block) -> Block | None: ...
+
+    def capture_reasoning(
+        self, blocks: tuple[Block, ...], result: CompileResult
+    ) -> tuple[Block, ...]: ...
+
+
+class Compiler:
+    """Compiles requests and records replies for one ``CompileHost``."""
+
+    def __init__(self, manager: CompileHost) -> None:
         self.manager = manager
         self._states: dict[str, tuple[_CacheKey, RenderState]] = {}
         self._records: dict[str, BindingRecord] = {}
@@ -255,7 +277,6 @@ class Compiler:
                 replies=len(strip.replies),
                 blocks=strip.blocks,
             )
-            m._notify(strip, key)
         return result
 
     def _context(self, head: Head, record: BindingRecord) -> RenderContext:

@@ -13,7 +13,7 @@ import hashlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ._canonical import canonical_json
+from context_manager._model._canonical import canonical_json
 
 CHAIN_SEED = hashlib.sha256(b"context-manager chain v2").digest()
 """The chain of an empty request."""

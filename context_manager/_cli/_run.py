@@ -13,11 +13,22 @@ import asyncio
 import datetime as dt
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
+import anthropic
 import attrs
 
-from ._cli_db import (
+from context_manager._compile._strategies import Fold
+from context_manager._manager import ContextManager
+from context_manager._model._errors import ContextManagerError
+from context_manager._model._head import Head
+from context_manager._model._messages import REASONING_LOSS_KIND, StoredMessage
+from context_manager._model._results import ThinkingStrip
+from context_manager._reasoning._capture import ReasoningCapture
+from context_manager.runtime import Agent, Runtime, check_agent_name
+from context_manager.simulator import Simulator
+
+from ._db import (
     CliError,
     check_sidecar,
     check_writable,
@@ -25,20 +36,8 @@ from ._cli_db import (
     open_sidecar,
     sidecar_path,
 )
-from ._cli_follow import Follower
-from ._cli_format import BOLD_YELLOW, clean, fold_summary, format_message, plural, style
-from ._errors import ContextManagerError
-from ._head import Head
-from ._manager import ContextManager
-from ._messages import REASONING_LOSS_KIND, StoredMessage
-from ._reasoning_capture import ReasoningCapture
-from ._results import ThinkingStrip
-from ._strategies import Fold
-
-if TYPE_CHECKING:  # imported when a session starts, after its input is checked: it is slow
-    import anthropic
-
-    from .runtime import Agent
+from ._follow import Follower
+from ._format import BOLD_YELLOW, clean, fold_summary, format_message, plural, style
 
 DEFAULT_MODEL = "claude-opus-5-5"
 """The model when ``--model`` is not given (the one the SPEC's examples use)."""
@@ -104,12 +103,9 @@ def chat_script(request: dict[str, Any]) -> list[dict[str, Any]]:
 
 def make_client(environ: dict[str, str]) -> tuple[anthropic.AsyncAnthropic, str]:
     """The real API client when the key is set, else the simulator's; and which one it is."""
-    import anthropic
 
     if environ.get(API_KEY_VARIABLE):
         return anthropic.AsyncAnthropic(), f"the Anthropic API ({API_KEY_VARIABLE} is set)"
-    from .simulator import Simulator
-
     return Simulator(script=chat_script).client(), f"the local simulator (no {API_KEY_VARIABLE})"
 
 
@@ -135,7 +131,6 @@ class Session:
     """One ``run`` session: reads lines, runs turns and commands, prints what is stored."""
 
     def __init__(self, agent: Agent, runner: asyncio.Runner, out: TextIO, *, color: bool) -> None:
-        import anthropic
 
         self._failures = (anthropic.APIError, ContextManagerError)
         """What a failed turn raises: reported in one line, and the session goes on."""
@@ -271,8 +266,6 @@ def run_session(args: argparse.Namespace, out: TextIO, stdin: TextIO, *, color: 
     """
     check_writable(args.db)
     check_sidecar(sidecar_path(args.db))
-    from .runtime import Agent, Runtime, check_agent_name
-
     try:
         name = check_agent_name(args.agent)
     except ValueError as err:

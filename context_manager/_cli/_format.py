@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable
 from typing import Any, Literal, TypeAlias
 
-from ._content import (
+from context_manager._model._content import (
     Block,
     ImageBlock,
     RedactedThinkingBlock,
@@ -22,7 +22,7 @@ from ._content import (
     ToolUseBlock,
     UnknownBlock,
 )
-from ._messages import REASONING_LOSS_KIND, StoredMessage
+from context_manager._model._messages import REASONING_LOSS_KIND, StoredMessage
 
 SIGNATURE_TAIL = 4
 """Signature characters a marker shows: enough to tell blocks apart, far too few to reuse one."""

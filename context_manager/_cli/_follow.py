@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from ._cli_format import DIM, format_message, style
-from ._manager import ContextManager
-from ._messages import StoredMessage
+from context_manager._manager import ContextManager
+from context_manager._model._messages import StoredMessage
+
+from ._format import DIM, format_message, style
 
 FOLLOW_LINES = 8
 """Lines a followed message shows at most; ``transcript`` prints messages whole."""

@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 
+from context_manager._binding._drops import PlacedDrops
+from context_manager._model._results import ThinkingStrip
 from notices import IncidentStep, ReadMessage, ReasoningLossTeller, ThinkingLossIncidents, TurnState
 
-from ._cli_format import line_form, table
-from ._drops import PlacedDrops
-from ._results import ThinkingStrip
+from ._format import line_form, table
 
 DropsHook = Callable[[PlacedDrops, "str | None"], None]
 """Called after each model call's drops are judged, with the line told (or ``None``)."""

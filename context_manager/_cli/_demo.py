@@ -18,18 +18,26 @@ from typing import Any, TextIO
 
 import attrs
 
-from ._cli_db import CliError, check_sidecar, open_for_writing, open_sidecar, sidecar_path
-from ._cli_follow import Follower
-from ._cli_format import BOLD_YELLOW, CYAN, fold_summary, style
-from ._cli_tally import StripCounter, TallyingTeller, summary_lines
-from ._content import TextBlock, ThinkingBlock
-from ._drops import PlacedDrops
-from ._head import Head
-from ._messages import MessageId, StoredMessage
-from ._reasoning_capture import ReasoningCapture
-from ._reasoning_store import SQLiteReasoningStore
-from ._sqlite_store import SQLiteStore
-from ._strategies import Fold, Passthrough
+from context_manager._binding._drops import PlacedDrops
+from context_manager._compile._strategies import Fold, Passthrough
+from context_manager._model._content import TextBlock, ThinkingBlock
+from context_manager._model._head import Head
+from context_manager._model._messages import MessageId, StoredMessage
+from context_manager._reasoning._capture import ReasoningCapture
+from context_manager._reasoning._store import SQLiteReasoningStore
+from context_manager._store._sqlite import SQLiteStore
+from context_manager.runtime import Agent, Runtime
+from context_manager.simulator import (
+    END_USER_MISMATCH,
+    MODEL_MISMATCH,
+    ORGANIZATION_MISMATCH,
+    Simulator,
+)
+
+from ._db import CliError, check_sidecar, open_for_writing, open_sidecar, sidecar_path
+from ._follow import Follower
+from ._format import BOLD_YELLOW, CYAN, fold_summary, style
+from ._tally import StripCounter, TallyingTeller, summary_lines
 
 AGENT = "ada"
 """The demo's one agent (its namespace in the database)."""
@@ -97,9 +105,6 @@ class Demo:
     def __init__(
         self, store: SQLiteStore, sidecar: SQLiteReasoningStore, out: TextIO, color: bool
     ) -> None:
-        from .runtime import Agent, Runtime
-        from .simulator import Simulator
-
         self.out = out
         self.color = color
         self.model = ScriptedModel()
@@ -280,8 +285,6 @@ class Demo:
         return replies[-1]
 
     async def drops(self, folded: MessageId, imported: MessageId) -> tuple[MessageId, ...]:
-        from .simulator import END_USER_MISMATCH, ORGANIZATION_MISMATCH
-
         self.heading(
             "provider drops over several calls",
             "one incident: told when it opens (one reply), told again when it grows "
@@ -306,8 +309,6 @@ class Demo:
         )
 
     async def unplaced(self, earlier: tuple[MessageId, ...]) -> None:
-        from .simulator import MODEL_MISMATCH
-
         self.heading(
             "drops some of which cannot be placed",
             "nothing told for a report that matches no block; then the at-least form",

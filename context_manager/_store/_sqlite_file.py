@@ -13,7 +13,7 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 
-from ._errors import NotADatabase, SchemaTooNew
+from context_manager._model._errors import NotADatabase, SchemaTooNew
 
 BUSY_TIMEOUT_SECONDS = 30.0
 """How long a writer waits for another process's transaction before giving up."""

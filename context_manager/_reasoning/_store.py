@@ -18,11 +18,11 @@ from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 import attrs
-import structlog
 
-from ._sqlite_file import connect, open_versioned, transaction
+from context_manager._model._log import library_logger
+from context_manager._store._sqlite_file import connect, open_versioned, transaction
 
-log = structlog.get_logger("context_manager.reasoning")
+log = library_logger("context_manager.reasoning")
 
 REF_PREFIX = "sha256:"
 """Marks a ref as the SHA-256 of a sealed envelope (room for another scheme later)."""
