@@ -1,0 +1,80 @@
+"""The public API called as a user would, checked by ``mypy --strict`` in ``.ci/run``.
+
+Never run: it only has to type-check. Every public call shape of SPEC 14 appears once, so a
+signature that loses its types (``Any``) or a name that disappears fails CI.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import attrs
+
+from context_manager import (
+    CompileResult,
+    ContextManager,
+    Fold,
+    Head,
+    MemoryStore,
+    Passthrough,
+    PlacedDrops,
+    SQLiteStore,
+    TextBlock,
+    ThinkingBinding,
+    ThinkingStrip,
+    Window,
+    branch_key,
+    parse_input_transformations,
+    place_thinking_drops,
+)
+from context_manager.runtime import Agent, Runtime, TurnResult
+from context_manager.simulator import Simulator
+from notices import ReasoningLossTeller, reasoning_loss_line
+
+
+def observer(strip: ThinkingStrip, key: str) -> None:
+    print(strip.cause, strip.replies, key)
+
+
+async def main() -> None:
+    cm = ContextManager.open(
+        SQLiteStore("agent.db"),
+        namespace="ada",
+        binding=ThinkingBinding(binds=True, drop_block=True),
+        strategy=Passthrough(),
+    )
+    cm.add_message("user", [TextBlock("hello")])
+    head = Head(
+        model="claude-opus-5-5",
+        system="You are Ada.",
+        tools=[],
+        settings={"max_tokens": 4096, "thinking": {"type": "adaptive"}},
+    )
+    result: CompileResult = cm.compile(head)
+    request: dict[str, object] = result.request
+    sim = Simulator()
+    client = sim.client()
+    message = await client.beta.messages.create(**result.request)
+    reply_id: str = cm.record_reply(message, result)
+    placed: PlacedDrops = cm.place_drops(message, result)
+    again = place_thinking_drops(parse_input_transformations(message), result.provenance, ())
+    print(request, reply_id, placed, again)
+    cm.on_thinking_strip(observer)
+    cm.fork("experiment")
+    cm.switch_branch("main")
+    key, sequence = cm.branch_head()
+    print(key, sequence + 1, branch_key(cm.current_branch()))
+    print([m.metadata.kind for m in cm.messages(kind="reasoning-loss")])
+    ContextManager.open(MemoryStore(), strategy=Window(max_tokens=10_000))
+    ContextManager.open(MemoryStore(), strategy=Fold(lambda ms: f"{len(ms)} messages", trigger_tokens=50_000))
+
+    runtime = Runtime(client, SQLiteStore("agents.db"), teller=ReasoningLossTeller(lambda agent, mid: cm.get_message(mid)))
+    ada = runtime.register(Agent(name="ada", head=head))
+    turn: TurnResult = await ada.run_turn("what changed?")
+    print(turn.replies, turn.stop_reason)
+    ada.head = attrs.evolve(ada.head, tools=[])
+    print(ada.context.current_branch_key())
+    print(reasoning_loss_line("ada", "count", count=1))
+
+
+asyncio.run(main())
