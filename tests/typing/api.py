@@ -66,9 +66,15 @@ async def main() -> None:
     print(key, sequence + 1, branch_key(cm.current_branch()))
     print([m.metadata.kind for m in cm.messages(kind="reasoning-loss")])
     ContextManager.open(MemoryStore(), strategy=Window(max_tokens=10_000))
-    ContextManager.open(MemoryStore(), strategy=Fold(lambda ms: f"{len(ms)} messages", trigger_tokens=50_000))
+    ContextManager.open(
+        MemoryStore(), strategy=Fold(lambda ms: f"{len(ms)} messages", trigger_tokens=50_000)
+    )
 
-    runtime = Runtime(client, SQLiteStore("agents.db"), teller=ReasoningLossTeller(lambda agent, mid: cm.get_message(mid)))
+    runtime = Runtime(
+        client,
+        SQLiteStore("agents.db"),
+        teller=ReasoningLossTeller(lambda agent, mid: cm.get_message(mid)),
+    )
     ada = runtime.register(Agent(name="ada", head=head))
     turn: TurnResult = await ada.run_turn("what changed?")
     print(turn.replies, turn.stop_reason)
