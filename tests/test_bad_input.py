@@ -15,10 +15,11 @@ from typing import Any
 import anthropic
 import attrs
 import pytest
+from helpers import notice_texts as notices
+from helpers import thinking_signatures as thinking_sent
 from structlog.testing import capture_logs
 
 from context_manager import (
-    REASONING_LOSS_KIND,
     Head,
     MemoryStore,
     MessageMeta,
@@ -72,19 +73,6 @@ def setup(
 
 def events(logs: Sequence[Mapping[str, Any]], name: str) -> list[Mapping[str, Any]]:
     return [e for e in logs if e["event"] == name]
-
-
-def notices(ada: Agent) -> list[str]:
-    return [m.content[0].text for m in ada.context.messages(kind=REASONING_LOSS_KIND)]  # type: ignore[union-attr]
-
-
-def thinking_sent(request: dict[str, Any]) -> list[str]:
-    return [
-        b["signature"]
-        for m in request["messages"]
-        for b in (m["content"] if isinstance(m["content"], list) else [])
-        if b.get("type") == "thinking"
-    ]
 
 
 def assert_sound(sim: Simulator, ada: Agent, before: list[StoredMessage]) -> None:

@@ -6,6 +6,7 @@ import random
 from typing import Any
 
 import pytest
+from helpers import message_texts as texts
 
 from context_manager import (
     BranchExists,
@@ -20,16 +21,6 @@ from context_manager import (
     TextBlock,
     branch_key,
 )
-
-
-def texts(cm: ContextManager, **kwargs: Any) -> list[str]:
-    """The first text of each message ``cm.messages(**kwargs)`` returns."""
-    out = []
-    for message in cm.messages(**kwargs):
-        block = message.content[0]
-        assert isinstance(block, TextBlock)
-        out.append(block.text)
-    return out
 
 
 def names(cm: ContextManager) -> list[str]:

@@ -15,6 +15,8 @@ from typing import Any
 
 import attrs
 import pytest
+from helpers import notice_texts as notices
+from helpers import request_texts as texts
 
 from context_manager import REASONING_LOSS_KIND, Fold, Head, MemoryStore, SQLiteStore, Store
 from context_manager.runtime import Agent, RetryPolicy, Runtime
@@ -34,15 +36,6 @@ HEAD = Head(
     settings={"max_tokens": 2048, "thinking": {"type": "adaptive"}},
 )
 FAST = RetryPolicy(attempts=4, base_delay=0.001, max_delay=0.002)
-
-
-def texts(request: dict[str, Any]) -> list[str]:
-    return [
-        block["text"]
-        for message in request["messages"]
-        for block in (message["content"] if isinstance(message["content"], list) else [])
-        if block.get("type") == "text"
-    ]
 
 
 def tool_script(
@@ -66,10 +59,6 @@ def tool_script(
 
 def make(sim: Simulator, store: Store | None = None) -> Runtime:
     return Runtime(sim.client(), store or MemoryStore(), retry=FAST)
-
-
-def notices(agent: Agent) -> list[str]:
-    return [m.content[0].text for m in agent.context.messages(kind=REASONING_LOSS_KIND)]  # type: ignore[union-attr]
 
 
 async def test_a_head_change_between_turns_is_told_once_at_the_next_boundary_and_sent_next() -> (
