@@ -1,9 +1,10 @@
 """The stateful simulator: records calls, holds the fault knobs and answers HTTP requests.
 
-Thread-safe: one lock guards the records, the knobs and nothing else; scripts run outside it. Every
-request gets an answer in the API's shapes (a bug in the simulator itself is logged and answered
-with a 500 ``api_error``). Invariants (``_check``): every recorded call holds its request and its
-reply; the fault queues hold only valid entries.
+Thread-safe: one lock guards the records, the knobs, the remembered replies (for the open tool loop
+check) and the organization / end user; scripts run outside it. Every request gets an answer in the
+API's shapes (a bug in the simulator itself is logged and answered with a 500 ``api_error``).
+Invariants (``_check``): every recorded call holds its request and its reply; the fault queues hold
+only valid entries; the remembered replies stay within their capacity.
 """
 
 from __future__ import annotations
