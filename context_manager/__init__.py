@@ -31,6 +31,7 @@ from ._drops import (
     place_thinking_drops,
 )
 from ._errors import (
+    AgentBusy,
     BranchExists,
     BranchInUse,
     BranchNotFound,
@@ -39,11 +40,13 @@ from ._errors import (
     NotADatabase,
     OverBudget,
     SchemaTooNew,
+    StoreUnavailable,
 )
 from ._head import Head, ThinkingBinding
 from ._manager import ContextManager
 from ._memory_store import MemoryStore
 from ._messages import REASONING_LOSS_KIND, MessageId, MessageMeta, StoredMessage
+from ._postgres_store import PostgresStore
 from ._reasoning_capture import ReasoningCapture, warn_if_reasoning_unconfigured
 from ._reasoning_store import MemoryReasoningStore, ReasoningStore, SQLiteReasoningStore
 from ._results import CompileResult, ProvenanceEntry, Source, ThinkingStrip
@@ -53,6 +56,7 @@ from ._strategies import Fold, Passthrough, Window, estimate_tokens
 
 __all__ = [
     "REASONING_LOSS_KIND",
+    "AgentBusy",
     "AuditResult",
     "Block",
     "BranchExists",
@@ -75,6 +79,7 @@ __all__ = [
     "OverBudget",
     "Passthrough",
     "PlacedDrops",
+    "PostgresStore",
     "ProvenanceEntry",
     "ReasoningCapture",
     "ReasoningPart",
@@ -87,6 +92,7 @@ __all__ = [
     "SchemaTooNew",
     "Source",
     "Store",
+    "StoreUnavailable",
     "StoredMessage",
     "TextBlock",
     "ThinkingBinding",
