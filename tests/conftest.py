@@ -13,13 +13,12 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import structlog
-from postgres_server import Server
+from postgres_server import Server, drop_schema, fresh_schema
 from postgres_server import start as start_postgres
 
 from context_manager import MemoryStore, PostgresStore, SQLiteStore, Store
@@ -67,15 +66,9 @@ def postgres_server() -> Iterator[Server]:
 @pytest.fixture
 def postgres_dsn(postgres_server: Server) -> Iterator[str]:
     """A connection string whose ``search_path`` is a fresh, empty schema (dropped afterwards)."""
-    import psycopg
-    from psycopg.conninfo import make_conninfo
-
-    schema = f"t_{uuid.uuid4().hex[:16]}"
-    with psycopg.connect(postgres_server.dsn, autocommit=True) as admin:
-        admin.execute(f"CREATE SCHEMA {schema}".encode())
-    yield make_conninfo(postgres_server.dsn, options=f"-c search_path={schema}")
-    with psycopg.connect(postgres_server.dsn, autocommit=True) as admin:
-        admin.execute(f"DROP SCHEMA {schema} CASCADE".encode())
+    schema, dsn = fresh_schema(postgres_server.dsn)
+    yield dsn
+    drop_schema(postgres_server.dsn, schema)
 
 
 def make_store(kind: str, request: pytest.FixtureRequest) -> Store:

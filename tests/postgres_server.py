@@ -16,6 +16,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import attrs
@@ -142,3 +143,22 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
+
+
+def fresh_schema(dsn: str) -> tuple[str, str]:
+    """Create an empty schema on ``dsn``'s database: ``(its name, a DSN whose search_path is it)``."""
+    import psycopg
+    from psycopg.conninfo import make_conninfo
+
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute(f"CREATE SCHEMA {schema}".encode())
+    return schema, make_conninfo(dsn, options=f"-c search_path={schema}")
+
+
+def drop_schema(dsn: str, schema: str) -> None:
+    """Drop ``schema`` and everything in it."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE".encode())
