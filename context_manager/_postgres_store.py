@@ -85,6 +85,7 @@ class PostgresStore:
             ``psycopg_pool.ConnectionPool`` the caller owns (``close()`` leaves it open).
         lock_timeout: how long a write (or a batch's first touch of an agent) waits for another
             host holding the same agent before raising ``AgentBusy``, in seconds.
+        connect_timeout: how long opening the store, or a call, waits for a connection.
         max_connections: the size of the pool the store opens for a connection string.
 
     The tables live in the connection's current schema (``search_path``), one store per schema.
@@ -101,6 +102,7 @@ class PostgresStore:
         target: str | psycopg_pool.ConnectionPool[Any],
         *,
         lock_timeout: float = 30.0,
+        connect_timeout: float = 10.0,
         max_connections: int = 4,
     ) -> None:
         try:
@@ -110,6 +112,7 @@ class PostgresStore:
             raise ImportError(INSTALL_HINT) from err
         self._psycopg = psycopg
         self.lock_timeout = lock_timeout
+        self.connect_timeout = connect_timeout
         self._owns_pool = isinstance(target, str)
         if isinstance(target, str):
             self.where = _describe(psycopg, target)
@@ -123,10 +126,11 @@ class PostgresStore:
                 name="context-manager",
             )
             try:
-                self._pool.open(wait=True, timeout=10.0)
+                self._pool.open(wait=True, timeout=connect_timeout)
             except psycopg_pool.PoolTimeout as err:
                 self._pool.close()
-                raise StoreUnavailable(self.where, "no connection within 10 s") from err
+                why = f"no connection within {connect_timeout:g} s"
+                raise StoreUnavailable(self.where, why) from err
         else:
             self._pool = target
             conninfo = target.conninfo
@@ -166,7 +170,7 @@ class PostgresStore:
             with self._mapped():
                 yield batch.conn
             return
-        with self._mapped(), self._pool.connection(timeout=10.0) as conn:
+        with self._mapped(), self._pool.connection(timeout=self.connect_timeout) as conn:
             conn.autocommit = True
             yield conn
 
@@ -183,7 +187,8 @@ class PostgresStore:
                 self._pool.check()  # discard every idle connection the server dropped
             raise StoreUnavailable(self.where, _first_line(err)) from err
         except psycopg_pool.PoolTimeout as err:
-            raise StoreUnavailable(self.where, "no connection within 10 s") from err
+            why = f"no connection within {self.connect_timeout:g} s"
+            raise StoreUnavailable(self.where, why) from err
 
     def _timeout_ms(self) -> int:
         return max(1, round(self.lock_timeout * 1000))
@@ -263,7 +268,7 @@ class PostgresStore:
             with self._mapped(), outer.conn.transaction():
                 yield
             return
-        with self._mapped(), self._pool.connection(timeout=10.0) as conn:
+        with self._mapped(), self._pool.connection(timeout=self.connect_timeout) as conn:
             conn.autocommit = True
             batch = _Batch(conn)
             token = _BATCHES.set((*_BATCHES.get(), (id(self), batch)))

@@ -146,7 +146,7 @@ if __name__ == "__main__":
 
 
 def fresh_schema(dsn: str) -> tuple[str, str]:
-    """Create an empty schema on ``dsn``'s database: ``(its name, a DSN whose search_path is it)``."""
+    """A new empty schema on ``dsn``'s database: ``(its name, a DSN with it as search_path)``."""
     import psycopg
     from psycopg.conninfo import make_conninfo
 
