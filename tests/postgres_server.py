@@ -146,13 +146,18 @@ if __name__ == "__main__":
 
 
 def fresh_schema(dsn: str) -> tuple[str, str]:
-    """A new empty schema on ``dsn``'s database: ``(its name, a DSN with it as search_path)``."""
+    """A new empty schema on ``dsn``'s database: ``(its name, a DSN with it as search_path)``.
+
+    A URI stays a URI (the command line takes ``postgresql://`` URIs only).
+    """
     import psycopg
     from psycopg.conninfo import make_conninfo
 
     schema = f"t_{uuid.uuid4().hex[:16]}"
     with psycopg.connect(dsn, autocommit=True) as admin:
         admin.execute(f"CREATE SCHEMA {schema}".encode())
+    if dsn.startswith(("postgresql://", "postgres://")) and "?" not in dsn:
+        return schema, f"{dsn}?options=-c%20search_path%3D{schema}"
     return schema, make_conninfo(dsn, options=f"-c search_path={schema}")
 
 

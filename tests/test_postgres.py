@@ -21,6 +21,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg.conninfo import make_conninfo
 from postgres_server import Server
 
 from context_manager import (
@@ -193,7 +194,7 @@ def test_a_host_holding_the_agent_makes_another_wait_then_fail_naming_the_holder
     postgres_dsn: str, opened: list[PostgresStore]
 ) -> None:
     """A batch holds its agent; another host waits ``lock_timeout``, then ``AgentBusy``."""
-    holder = open_store(opened, f"{postgres_dsn} application_name=host-a")
+    holder = open_store(opened, make_conninfo(postgres_dsn, application_name="host-a"))
     waiter = open_store(opened, postgres_dsn, lock_timeout=0.3)
     cm = ContextManager.open(holder, namespace="ada")
     key = cm.current_branch_key()
@@ -485,3 +486,33 @@ def test_the_store_serves_a_runtime_over_asyncio(
     last = sim.calls[-1]
     checks = sim.verify({**last.request, "betas": list(last.betas)})
     assert [c for c in checks if c.reason is not None] == []
+
+
+def test_the_command_line_runs_and_reads_an_agent_on_postgresql(postgres_dsn: str) -> None:
+    """``run --db postgresql://...`` then ``transcript postgresql://...``, as with a file."""
+    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"} | {"NO_COLOR": "1"}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+
+    def cli(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "context_manager", *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+
+    empty = cli("transcript", postgres_dsn)
+    assert (empty.returncode, empty.stdout) == (2, "")
+    assert "not a context-manager database (it is empty)" in empty.stderr
+
+    first = cli("run", "--db", postgres_dsn, "--agent", "ada", stdin="hello there\n/quit\n")
+    assert first.returncode == 0, first.stderr
+    assert "Agent 'ada' on branch 'main' in postgresql://cm@" in first.stdout
+    assert "password" not in first.stdout
+
+    read = cli("transcript", postgres_dsn, "--json")
+    assert read.returncode == 0, read.stderr
+    texts = [json.loads(line)["text"] for line in read.stdout.splitlines()]
+    assert texts == ["hello there", "You said: hello there"]
