@@ -21,8 +21,8 @@ from typing import Any
 
 import psycopg
 import pytest
-from psycopg.conninfo import make_conninfo
 from postgres_server import Server
+from psycopg.conninfo import make_conninfo
 
 from context_manager import (
     AgentBusy,
