@@ -1,4 +1,4 @@
-"""``python -m benchmarks [--quick] [--json PATH]``: run, print the table, write the JSON.
+"""``python -m benchmarks [--quick] [--json PATH] [--store postgres]``: run, print, write JSON.
 
 Exits 0 when every target is met, 1 when one is missed. Library log events below ``error`` are
 dropped (``quiet_logging``), as a production host would filter them.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -31,12 +32,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="toy sizes, to check the code runs (its figures mean nothing)",
     )
+    parser.add_argument(
+        "--store",
+        choices=("sqlite", "postgres"),
+        default="sqlite",
+        help="where the histories live (default: sqlite files in a temporary folder)",
+    )
+    parser.add_argument(
+        "--dsn",
+        default=os.environ.get("CONTEXT_MANAGER_POSTGRES_DSN"),
+        help="for --store postgres: a server whose role may create databases (default: "
+        "$CONTEXT_MANAGER_POSTGRES_DSN)",
+    )
     args = parser.parse_args(argv)
+    if args.store == "postgres" and not args.dsn:
+        parser.error("--store postgres needs --dsn or CONTEXT_MANAGER_POSTGRES_DSN")
     quiet_logging()
     config = Config.tiny() if args.smoke else Config.quick_run() if args.quick else Config.full()
     with tempfile.TemporaryDirectory(prefix="cm-bench-") as workdir:
-        report = run(config, workdir)
+        report = run(config, workdir, postgres=args.dsn if args.store == "postgres" else None)
     print(f"Machine: {describe_machine(report['machine'])}")
+    print(f"Store: {report['store']}")
     kind = "--smoke" if args.smoke else "--quick" if config.quick else "full"
     print(f"Run: {kind}; generation {sum(report['details']['generation_seconds'].values()):.1f} s")
     print()

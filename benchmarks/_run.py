@@ -10,7 +10,6 @@ import concurrent.futures
 import functools
 import multiprocessing
 import os
-import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -18,9 +17,10 @@ from typing import Any
 
 import attrs
 
-from context_manager import Passthrough, SQLiteStore, Window
+from context_manager import Passthrough, Window
 
 from ._history import History, mean_message_tokens
+from ._places import DatabasePlace, FilePlace, Place
 from ._quiet import quiet_logging
 from ._report import build_report
 from ._scenarios import (
@@ -141,25 +141,41 @@ def _told_quietly(events: int, seed: int) -> ToldReport:
     return told_state(events, seed=seed)
 
 
-def _snapshot(history: History, path: Path, copy: Path) -> None:
-    """Copy the store file as it is now; ``history`` goes on with the file reopened."""
+def _snapshot(history: History, place: Place, name: str) -> Place:
+    """Copy the store as it is now; ``history`` goes on with the store reopened."""
     history.store.close()
-    for suffix in ("", "-wal"):
-        if os.path.exists(f"{path}{suffix}"):
-            shutil.copyfile(f"{path}{suffix}", f"{copy}{suffix}")
-    history.attach(SQLiteStore(path))
+    copy = place.snapshot(name)
+    history.attach(place.open())
+    return copy
 
 
 def run(
-    config: Config, workdir: str | os.PathLike[str], *, progress: Progress | None = None
+    config: Config,
+    workdir: str | os.PathLike[str],
+    *,
+    progress: Progress | None = None,
+    postgres: str | None = None,
 ) -> dict[str, Any]:
     """Run every scenario of ``config`` with its stores in ``workdir``; returns the report.
 
-    The report's keys are described in ``build_report``.
+    ``postgres``: a DSN whose role may create databases; the histories then live in PostgreSQL
+    databases made (and dropped) by the run instead of SQLite files in ``workdir``. The report's
+    keys are described in ``build_report``.
     """
-    say = progress or stderr_progress()
     work = Path(workdir)
-    path = work / "history.db"
+    place: Place = (
+        FilePlace(work / "history.db") if postgres is None else DatabasePlace.create(postgres)
+    )
+    try:
+        report = _run(config, place, progress)
+    finally:
+        place.cleanup()
+    report["store"] = "sqlite" if postgres is None else "postgres"
+    return report
+
+
+def _run(config: Config, place: Place, progress: Progress | None) -> dict[str, Any]:
+    say = progress or stderr_progress()
     told_job: concurrent.futures.Future[ToldReport] | None = None
     pool: concurrent.futures.ProcessPoolExecutor | None = None
     if config.teller_in_child:
@@ -171,16 +187,17 @@ def run(
         mean_tokens = mean_message_tokens(config.seed)
         window_tokens = int(mean_tokens * config.window_messages)
         strategy = Window(max_tokens=window_tokens)
-        history = History(SQLiteStore(path), AGENT, strategy, seed=config.seed)
+        history = History(place.open(), AGENT, strategy, seed=config.seed)
         largest = max(config.sizes)
         generation: dict[str, float] = {}
         stored: dict[str, int] = {}
+        copies: dict[int, Place] = {}
         for size in sorted(config.sizes):
             say(f"history: growing to {size:,} messages")
             generation[str(size)], _ = timed(functools.partial(history.grow_to, size))
             stored[str(size)] = history.count
             if size != largest:
-                _snapshot(history, path, work / f"history-{size}.db")
+                copies[size] = _snapshot(history, place, f"history-{size}")
         folder = History(history.store, FOLD_AGENT, Passthrough(), seed=config.seed + 1)
         folder.grow_to(config.window_messages)
         if told_job is not None:
@@ -197,7 +214,7 @@ def run(
     for size in config.sizes:
         if size != largest:
             probes[size] = History(
-                SQLiteStore(work / f"history-{size}.db"),
+                copies[size].open(),
                 AGENT,
                 strategy,
                 seed=config.seed + PROBE_SEED_SALT + size,
@@ -230,8 +247,8 @@ def run(
         probe.store.close()
 
     say(f"store: {config.appends:,} durable appends, reopen at {largest:,}")
-    appends = append_throughput(path, config.appends)
-    reopened = median(reopen(path, AGENT, strategy, history.head, config.reopen_repeats))
+    appends = append_throughput(place.open, config.appends)
+    reopened = median(reopen(place.open, AGENT, strategy, history.head, config.reopen_repeats))
     return build_report(
         config=attrs.asdict(config),
         steady={size: median(samples) for size, samples in steady.items()},

@@ -1,4 +1,4 @@
-"""Storage scenarios: durable append throughput and reopen time of a large ``SQLiteStore``.
+"""Storage scenarios: durable append throughput and reopen time of a large store.
 
 Appends go through ``add_message`` outside any batch, so each is its own durable commit (WAL,
 ``synchronous=FULL``), as a resident agent writes. Reopen is what a restarted host pays before
@@ -7,10 +7,10 @@ its first request: open the file, open the agent, compile once.
 
 from __future__ import annotations
 
-import os
+from collections.abc import Callable
 from typing import Any
 
-from context_manager import ContextManager, Head, SQLiteStore, TextBlock
+from context_manager import ContextManager, Head, Store, TextBlock
 
 from ._history import BINDING
 from ._timing import clock, settle, timed
@@ -22,9 +22,9 @@ conversation (a long run of user messages would merge into one huge rendered mes
 APPEND_TEXT = "A new log line arrived: the replica caught up and the queue is empty again."
 
 
-def append_throughput(path: str | os.PathLike[str], count: int) -> float:
-    """Durable appends per second to the store at ``path`` (one commit, one fsync, each)."""
-    store = SQLiteStore(path)
+def append_throughput(opener: Callable[[], Store], count: int) -> float:
+    """Durable appends per second to the store ``opener`` opens (one commit, one fsync, each)."""
+    store = opener()
     try:
         cm = ContextManager.open(store, namespace=APPEND_NAMESPACE)
         content = [TextBlock(APPEND_TEXT)]
@@ -38,12 +38,12 @@ def append_throughput(path: str | os.PathLike[str], count: int) -> float:
 
 
 def reopen(
-    path: str | os.PathLike[str], namespace: str, strategy: Any, head: Head, repeats: int
+    opener: Callable[[], Store], namespace: str, strategy: Any, head: Head, repeats: int
 ) -> list[float]:
     """Seconds from nothing to the first compiled request: new store, open agent, compile."""
 
-    def first_request() -> SQLiteStore:
-        store = SQLiteStore(path)
+    def first_request() -> Store:
+        store = opener()
         cm = ContextManager.open(store, namespace=namespace, binding=BINDING, strategy=strategy)
         cm.compile(head)
         return store

@@ -32,6 +32,7 @@ from ._model._content import (
     converter,
 )
 from ._model._errors import (
+    AgentBusy,
     AgentNotFound,
     AgentNotRegistered,
     BranchExists,
@@ -43,6 +44,7 @@ from ._model._errors import (
     NotADatabase,
     OverBudget,
     SchemaTooNew,
+    StoreUnavailable,
 )
 from ._model._head import Head, ThinkingBinding
 from ._model._log import LibraryLogger, library_logger
@@ -52,11 +54,13 @@ from ._reasoning._audit import AuditResult, ReasoningPart, UntrustedText, read_r
 from ._reasoning._capture import ReasoningCapture, warn_if_reasoning_unconfigured
 from ._reasoning._store import MemoryReasoningStore, ReasoningStore, SQLiteReasoningStore
 from ._store._memory import MemoryStore
+from ._store._postgres import PostgresStore
 from ._store._protocol import BranchRecord, BranchRef, Store, branch_key
 from ._store._sqlite import SQLiteStore
 
 __all__ = [
     "REASONING_LOSS_KIND",
+    "AgentBusy",
     "AgentNotFound",
     "AgentNotRegistered",
     "AuditResult",
@@ -83,6 +87,7 @@ __all__ = [
     "OverBudget",
     "Passthrough",
     "PlacedDrops",
+    "PostgresStore",
     "ProvenanceEntry",
     "ReasoningCapture",
     "ReasoningPart",
@@ -95,6 +100,7 @@ __all__ = [
     "SchemaTooNew",
     "Source",
     "Store",
+    "StoreUnavailable",
     "StoredMessage",
     "TextBlock",
     "ThinkingBinding",

@@ -1,18 +1,29 @@
 """Shared fixtures: one behavioural suite runs against every store, and global state is reset.
 
-``store`` is parametrized over ``MemoryStore`` and ``SQLiteStore`` (a file in ``tmp_path``, closed
-at teardown), so a test written once proves both stores behave the same.
+``store`` is parametrized over ``MemoryStore``, ``SQLiteStore`` (a file in ``tmp_path``) and
+``PostgresStore`` (a fresh schema on one throwaway server per session), each closed at teardown,
+so a test written once proves every store behaves the same. The PostgreSQL server is the one
+``CONTEXT_MANAGER_POSTGRES_DSN`` names, or one started here (``tests/postgres_server.py``); its
+tests are skipped, with the reason, only when neither works and
+``CONTEXT_MANAGER_REQUIRE_POSTGRES`` is unset.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import structlog
+from postgres_server import Server, drop_schema, fresh_schema
+from postgres_server import start as start_postgres
 
-from context_manager import MemoryStore, SQLiteStore, Store
+from context_manager import MemoryStore, PostgresStore, SQLiteStore, Store
+
+STORES = ["memory", "sqlite", "postgres"]
 
 
 @pytest.fixture(autouse=True)
@@ -29,10 +40,50 @@ def sqlite_path(tmp_path: Path) -> Path:
     return tmp_path / "agent.db"
 
 
-@pytest.fixture(params=["memory", "sqlite"])
-def store(request: pytest.FixtureRequest, sqlite_path: Path) -> Iterator[Store]:
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[Server]:
+    """One PostgreSQL server for the session: the given DSN's, or a throwaway one started here."""
+    given = os.environ.get("CONTEXT_MANAGER_POSTGRES_DSN")
+    if given:
+        data = os.environ.get("CONTEXT_MANAGER_POSTGRES_DATA")
+        yield Server(dsn=given, data=Path(data) if data else None)
+        return
+    folder = Path(tempfile.mkdtemp(prefix="context-manager-pg-"))
+    try:
+        server = start_postgres(folder)
+    except Exception as err:
+        shutil.rmtree(folder, ignore_errors=True)
+        if os.environ.get("CONTEXT_MANAGER_REQUIRE_POSTGRES"):
+            pytest.fail(f"CONTEXT_MANAGER_REQUIRE_POSTGRES is set but no server started: {err}")
+        pytest.skip(f"no PostgreSQL server could be started ({err})")
+    try:
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def postgres_dsn(postgres_server: Server) -> Iterator[str]:
+    """A connection string whose ``search_path`` is a fresh, empty schema (dropped afterwards)."""
+    schema, dsn = fresh_schema(postgres_server.dsn)
+    yield dsn
+    drop_schema(postgres_server.dsn, schema)
+
+
+def make_store(kind: str, request: pytest.FixtureRequest) -> Store:
+    """A fresh, empty store of ``kind`` (one of ``STORES``), using the test's fixtures."""
+    if kind == "memory":
+        return MemoryStore()
+    if kind == "sqlite":
+        return SQLiteStore(request.getfixturevalue("sqlite_path"))
+    return PostgresStore(request.getfixturevalue("postgres_dsn"))
+
+
+@pytest.fixture(params=STORES)
+def store(request: pytest.FixtureRequest) -> Iterator[Store]:
     """A fresh, empty store of each kind."""
-    made: Store = MemoryStore() if request.param == "memory" else SQLiteStore(sqlite_path)
+    made = make_store(request.param, request)
     try:
         yield made
     finally:

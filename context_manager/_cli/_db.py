@@ -2,7 +2,8 @@
 
 Every check here reads the file through a read-only SQLite connection first, so a missing file is
 never created, a foreign one is never touched, and a newer schema is never migrated. Readers never
-migrate either: an older file is read through a migrated temporary copy.
+migrate either: an older file is read through a migrated temporary copy. A ``postgresql://`` URI
+is probed the same way, in one read-only snapshot, before the store opens it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ from context_manager._model._errors import CommandLineError, ContextManagerError
 from context_manager._reasoning._store import APPLICATION_ID as SIDECAR_APPLICATION_ID
 from context_manager._reasoning._store import SCHEMA_VERSION as SIDECAR_SCHEMA_VERSION
 from context_manager._reasoning._store import SQLiteReasoningStore
+from context_manager._store._postgres import INSTALL_HINT, PostgresStore, _describe, _first_line
+from context_manager._store._postgres_schema import SCHEMA_VERSION as POSTGRES_SCHEMA_VERSION
+from context_manager._store._postgres_schema import probe
 from context_manager._store._sqlite import APPLICATION_ID, SCHEMA_VERSION, SQLiteStore
 
 SIDECAR_SUFFIX = ".reasoning"
@@ -202,3 +206,58 @@ def open_sidecar(path: str | os.PathLike[str], *, create: bool) -> SQLiteReasoni
         return SQLiteReasoningStore(target)
     except ContextManagerError as err:
         raise CliError(str(err)) from err
+
+
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+"""A database argument starting with one of these is a PostgreSQL connection URI, not a file."""
+
+
+def is_postgres(database: str | os.PathLike[str]) -> bool:
+    """Whether the command line's ``database`` names a PostgreSQL server rather than a file."""
+    return os.fspath(database).startswith(POSTGRES_SCHEMES)
+
+
+def _postgres_version(url: str) -> int:
+    """``url``'s schema version (0: empty), probed in one read-only snapshot; refusals as
+    ``CliError``."""
+    try:
+        import psycopg
+    except ImportError as err:
+        raise CliError(f"{INSTALL_HINT} to use {url.split('://')[0]}:// databases") from err
+    where = _describe(psycopg, url)
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
+            return probe(conn, where)
+    except ContextManagerError as err:
+        raise CliError(str(err)) from err
+    except psycopg.Error as err:
+        raise CliError(f"{where}: cannot connect ({_first_line(err)})") from err
+
+
+def open_postgres(url: str, *, writing: bool) -> PostgresStore:
+    """The PostgreSQL store at ``url``: checked before anything is written; readers need an
+    existing, current schema (they never create or migrate one).
+
+    Raises:
+        CliError: psycopg missing, the server unreachable, the schema foreign, newer, or (for a
+            reader) empty or older.
+    """
+    version = _postgres_version(url)
+    if not writing and version == 0:
+        raise CliError(f"{url_for_humans(url)}: not a context-manager database (it is empty)")
+    if not writing and version < POSTGRES_SCHEMA_VERSION:
+        raise CliError(
+            f"{url_for_humans(url)}: schema version {version} is older than this library's "
+            f"({POSTGRES_SCHEMA_VERSION}); open it once with `context-manager run` to migrate"
+        )
+    try:
+        return PostgresStore(url)
+    except ContextManagerError as err:
+        raise CliError(str(err)) from err
+
+
+def url_for_humans(url: str) -> str:
+    """``url`` without its password, for messages."""
+    import psycopg
+
+    return _describe(psycopg, url)

@@ -109,7 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--db",
         metavar="PATH",
         required=True,
-        help=f"the SQLite file (created when missing; sidecar at PATH{SIDECAR_SUFFIX})",
+        help=f"the SQLite file (created when missing; sidecar at PATH{SIDECAR_SUFFIX}), or a "
+        "postgresql:// URI (reasoning text then stays in the shared transcript)",
     )
     run.add_argument("--agent", metavar="NAME", required=True, help="the agent's name")
     run.add_argument(
@@ -124,7 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Read an agent's transcript (and its [reasoning] notices) from a database "
         "without writing to it.",
     )
-    transcript.add_argument("path", metavar="PATH", help="the SQLite file")
+    transcript.add_argument(
+        "path", metavar="PATH", help="the SQLite file, or a postgresql:// URI"
+    )
     transcript.add_argument(
         "--agent", metavar="NAME", help="the agent (default: the only one in the file)"
     )

@@ -25,6 +25,7 @@ from context_manager._model._head import Head
 from context_manager._model._messages import REASONING_LOSS_KIND, StoredMessage
 from context_manager._model._results import ThinkingStrip
 from context_manager._reasoning._capture import ReasoningCapture
+from context_manager._store._protocol import Store
 from context_manager.runtime import Agent, Runtime, check_agent_name
 from context_manager.simulator import Simulator
 
@@ -32,9 +33,12 @@ from ._db import (
     CliError,
     check_sidecar,
     check_writable,
+    is_postgres,
     open_for_writing,
+    open_postgres,
     open_sidecar,
     sidecar_path,
+    url_for_humans,
 )
 from ._follow import Follower
 from ._format import BOLD_YELLOW, clean, fold_summary, format_message, plural, style
@@ -264,15 +268,18 @@ def run_session(args: argparse.Namespace, out: TextIO, stdin: TextIO, *, color: 
     Raises:
         CliError: a bad agent name, or an unusable database or sidecar.
     """
-    check_writable(args.db)
-    check_sidecar(sidecar_path(args.db))
+    postgres = is_postgres(args.db)
+    if not postgres:
+        check_writable(args.db)
+        check_sidecar(sidecar_path(args.db))
     try:
         name = check_agent_name(args.agent)
     except ValueError as err:
         raise CliError(str(err)) from err
-    store = open_for_writing(args.db)
+    store: Store = open_postgres(args.db, writing=True) if postgres else open_for_writing(args.db)
     try:
-        sidecar = open_sidecar(sidecar_path(args.db), create=True)
+        # many hosts share a PostgreSQL transcript: its reasoning text stays in it, inline
+        sidecar = None if postgres else open_sidecar(sidecar_path(args.db), create=True)
     except BaseException:
         store.close()
         raise
@@ -282,12 +289,18 @@ def run_session(args: argparse.Namespace, out: TextIO, stdin: TextIO, *, color: 
         head = Head(model=model, system=f"You are {name}, a resident agent.", settings=SETTINGS)
         runtime = Runtime(client, store)
         agent = runtime.register(
-            Agent(name, head, tools={"utc_time": utc_time}, reasoning=ReasoningCapture(sidecar))
+            Agent(
+                name,
+                head,
+                tools={"utc_time": utc_time},
+                reasoning=False if sidecar is None else ReasoningCapture(sidecar),
+            )
         )
         cm = agent.context
         print(f"Using {which}; model {model}.", file=out)
         print(
-            f"Agent {name!r} on branch {cm.current_branch().name!r} in {args.db}. "
+            f"Agent {name!r} on branch {cm.current_branch().name!r} in "
+            f"{url_for_humans(args.db) if postgres else args.db}. "
             "/help lists the commands.",
             file=out,
         )

@@ -9,6 +9,7 @@ a long transcript streams. Reasoning text is untrusted model output: it is read 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,10 +25,16 @@ from context_manager._reasoning._audit import (
     read_reasoning,
 )
 from context_manager._reasoning._capture import ReasoningCapture
-from context_manager._store._protocol import BranchRecord
-from context_manager._store._sqlite import SQLiteStore
+from context_manager._store._protocol import BranchRecord, Store
 
-from ._db import CliError, open_for_reading, open_sidecar, sidecar_path
+from ._db import (
+    CliError,
+    is_postgres,
+    open_for_reading,
+    open_postgres,
+    open_sidecar,
+    sidecar_path,
+)
 from ._format import BOLD_YELLOW, DIM, clean, format_message, message_record, style
 
 READ_CHUNK = 500
@@ -37,7 +44,7 @@ UNTRUSTED = "untrusted"
 """How reasoning text is labelled: model output derived from untrusted input, never a prompt."""
 
 
-def pick_agent(store: SQLiteStore, wanted: str | None, path: str) -> str:
+def pick_agent(store: Store, wanted: str | None, path: str) -> str:
     """The agent to read: ``wanted``, or the only one in the file.
 
     Raises:
@@ -57,7 +64,7 @@ def pick_agent(store: SQLiteStore, wanted: str | None, path: str) -> str:
     return agents[0]
 
 
-def pick_branch(store: SQLiteStore, agent: str, wanted: str | None) -> BranchRecord:
+def pick_branch(store: Store, agent: str, wanted: str | None) -> BranchRecord:
     """The branch to read: ``wanted``, or the agent's current one.
 
     Raises:
@@ -84,6 +91,20 @@ def _messages(cm: ContextManager, branch: str, kind: str | None) -> Iterator[Sto
         after = chunk[-1].sequence
 
 
+@contextlib.contextmanager
+def _opened(path: str) -> Iterator[Store]:
+    """The database to read: a file, or a ``postgresql://`` server; never written."""
+    if not is_postgres(path):
+        with open_for_reading(path) as sqlite:
+            yield sqlite
+        return
+    postgres = open_postgres(path, writing=False)
+    try:
+        yield postgres
+    finally:
+        postgres.close()
+
+
 def show_transcript(args: argparse.Namespace, out: TextIO, *, color: bool) -> int:
     """The ``transcript`` command; returns 0.
 
@@ -92,14 +113,16 @@ def show_transcript(args: argparse.Namespace, out: TextIO, *, color: bool) -> in
     """
     if args.reasoning and args.kind is not None:
         raise CliError("--kind filters messages; --reasoning shows replies' reasoning: use one")
-    with open_for_reading(args.path) as store:
+    with _opened(args.path) as store:
         agent = pick_agent(store, args.agent, args.path)
         record = pick_branch(store, agent, args.branch)
         sidecar = None
         if args.reasoning:
             explicit = args.sidecar is not None
             where = Path(args.sidecar) if explicit else sidecar_path(args.path)
-            sidecar = open_sidecar(where, create=False)
+            # a PostgreSQL transcript keeps its reasoning inline: no sidecar unless named
+            if explicit or not is_postgres(args.path):
+                sidecar = open_sidecar(where, create=False)
             if sidecar is None and explicit:
                 raise CliError(f"{where}: no such reasoning sidecar")
         try:

@@ -35,6 +35,7 @@ from ._content import (
     to_blocks,
 )
 from ._errors import (
+    AgentBusy,
     AgentNotFound,
     AgentNotRegistered,
     BranchExists,
@@ -46,6 +47,7 @@ from ._errors import (
     NotADatabase,
     OverBudget,
     SchemaTooNew,
+    StoreUnavailable,
 )
 from ._head import (
     HEAD_COMPONENTS,
@@ -87,6 +89,7 @@ __all__ = [
     "REASONING_LOSS_KIND",
     "ROLES",
     "THINKING_TYPES",
+    "AgentBusy",
     "AgentNotFound",
     "AgentNotRegistered",
     "Block",
@@ -110,6 +113,7 @@ __all__ = [
     "Role",
     "SchemaTooNew",
     "Source",
+    "StoreUnavailable",
     "StoredMessage",
     "StripCause",
     "TextBlock",

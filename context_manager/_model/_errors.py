@@ -128,3 +128,34 @@ class AgentNotRegistered(ContextManagerError, RuntimeError):
 
 class CommandLineError(ContextManagerError, ValueError):
     """The command line cannot use its input (a path, a name); the message says why."""
+
+class AgentBusy(ContextManagerError, TimeoutError):
+    """Another connection (another host) held the agent's lock past the lock timeout.
+
+    ``holder`` describes it as PostgreSQL reports it (pid, application name, client address,
+    how long its transaction has been open), or says it could not be read.
+    """
+
+    def __init__(self, namespace: str, holder: str, timeout: float) -> None:
+        self.namespace = namespace
+        self.holder = holder
+        self.timeout = timeout
+        super().__init__(
+            f"agent {namespace!r} is held by {holder} for longer than the {timeout:g} s lock "
+            "timeout; wait for that host's round to finish, stop it, or raise lock_timeout"
+        )
+
+
+class StoreUnavailable(ContextManagerError, ConnectionError):
+    """The store's database server could not be reached, or dropped the connection mid-call.
+
+    Nothing of the failed call is committed. The store stays usable: the next call opens a fresh
+    connection once the server is back.
+    """
+
+    def __init__(self, where: str, why: str) -> None:
+        self.where = where
+        super().__init__(
+            f"{where}: the database server is unavailable ({why}); nothing of this call was "
+            "written, retry once the server is back"
+        )

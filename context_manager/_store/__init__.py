@@ -1,4 +1,4 @@
-"""The store layer: the ``Store`` protocol, the memory and SQLite stores, branch lineage.
+"""The store layer: the ``Store`` protocol; the memory, SQLite and PostgreSQL stores; lineage.
 
 Imports only ``_model``. A store never loses what it stored.
 """
@@ -10,6 +10,19 @@ from ._lineage import (
 )
 from ._memory import (
     MemoryStore,
+)
+from ._postgres import (
+    INSTALL_HINT,
+    PostgresStore,
+)
+from ._postgres_schema import (
+    APPLICATION,
+    LOCK_CLASS,
+    MIGRATION_LOCK,
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    open_versioned,
+    probe,
 )
 from ._protocol import (
     BindingRecordData,
@@ -26,27 +39,29 @@ from ._read import (
 )
 from ._sqlite import (
     APPLICATION_ID,
-    MIGRATIONS,
-    SCHEMA_VERSION,
     SQLiteStore,
 )
 from ._sqlite_file import (
     BUSY_TIMEOUT_SECONDS,
     connect,
-    open_versioned,
     transaction,
 )
 
 __all__ = [
+    "APPLICATION",
     "APPLICATION_ID",
     "BUSY_TIMEOUT_SECONDS",
+    "INSTALL_HINT",
+    "LOCK_CLASS",
     "MIGRATIONS",
+    "MIGRATION_LOCK",
     "SCHEMA_VERSION",
     "BindingRecordData",
     "BranchRecord",
     "BranchRef",
     "Lineage",
     "MemoryStore",
+    "PostgresStore",
     "Release",
     "SQLiteStore",
     "Store",
@@ -55,6 +70,7 @@ __all__ = [
     "connect",
     "lineage_of",
     "open_versioned",
+    "probe",
     "select_window",
     "transaction",
 ]

@@ -1,0 +1,709 @@
+"""``PostgresStore``: one durable transcript shared by agents on many hosts (psycopg 3).
+
+Invariants. Every write is one transaction that first takes the agent's lock (a transaction-scoped
+advisory lock on its namespace), then draws its sequence from the store's sequence: within a
+namespace, commit order is sequence order, so a reader that has seen sequence N never later finds
+a new message at or below N, and an incremental compile on one host sees whatever another host
+committed before it. ``batch()`` is one transaction on one pinned connection: every namespace it
+touches, read or written, stays locked until it ends, so a round (reply and tool results) written
+in a batch never interleaves with another host's writes. Isolation is READ COMMITTED; the locks
+give the ordering. Hazard: psycopg is an optional dependency, imported only when a store is made.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import datetime as dt
+import json
+import os
+import socket
+import zlib
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from context_manager._model._content import Block, blocks_from_wire
+from context_manager._model._errors import (
+    AgentBusy,
+    BranchExists,
+    BranchNotFound,
+    MessageNotFound,
+    StoreUnavailable,
+)
+from context_manager._model._log import library_logger
+from context_manager._model._messages import (
+    MessageId,
+    MessageMeta,
+    Role,
+    StoredMessage,
+    decode_message,
+    encode_message,
+)
+from context_manager._store._protocol import (
+    BindingRecordData,
+    BranchRecord,
+    BranchRef,
+    Lineage,
+    Release,
+)
+from context_manager._store._read import check_limit, select_window
+from context_manager._store._sqlite import _is_stamp
+
+from ._postgres_schema import LOCK_CLASS, open_versioned
+
+if TYPE_CHECKING:
+    import psycopg
+    import psycopg_pool
+
+    Connection = psycopg.Connection[tuple[Any, ...]]
+
+log = library_logger("context_manager.store")
+
+INSTALL_HINT = "PostgresStore needs psycopg 3: pip install 'context-manager[postgres]'"
+
+_MESSAGE_COLUMNS = "id, seq, branch, role, content, meta, created_at"
+
+_HOLDER = """
+SELECT a.pid, a.application_name, host(a.client_addr),
+       extract(epoch FROM now() - a.xact_start)
+  FROM pg_catalog.pg_locks l JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
+ WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+   AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())
+   AND l.classid::text::bigint = %s AND l.objid::text::bigint = %s
+"""
+
+
+@attrs.define
+class _Batch:
+    """A batch's pinned connection and the namespaces it already holds."""
+
+    conn: Connection
+    held: set[str] = attrs.field(factory=set)
+
+
+_BATCHES: contextvars.ContextVar[tuple[tuple[int, _Batch], ...]] = contextvars.ContextVar(
+    "context_manager_postgres_batches", default=()
+)
+"""The batches open in this thread or task, by store: a context variable, so another asyncio
+task or thread sharing the store never writes into a batch it did not open."""
+
+
+class PostgresStore:
+    """A durable ``Store`` on PostgreSQL, shared by many hosts.
+
+    Args:
+        target: a libpq connection string or URI (``postgresql://user@host/db``), or a
+            ``psycopg_pool.ConnectionPool`` the caller owns (``close()`` leaves it open).
+        lock_timeout: how long a write (or a batch's first touch of an agent) waits for another
+            host holding the same agent before raising ``AgentBusy``, in seconds.
+        connect_timeout: how long opening the store, or a call, waits for a connection.
+        max_connections: the size of the pool the store opens for a connection string.
+
+    The tables live in the connection's current schema (``search_path``), one store per schema.
+
+    Raises:
+        ImportError: psycopg is not installed (``pip install 'context-manager[postgres]'``).
+        StoreUnavailable: the server cannot be reached.
+        NotADatabase: the schema holds tables this library did not write.
+        SchemaTooNew: the schema was written by a newer version; nothing was written.
+    """
+
+    def __init__(
+        self,
+        target: str | psycopg_pool.ConnectionPool[Any],
+        *,
+        lock_timeout: float = 30.0,
+        connect_timeout: float = 10.0,
+        max_connections: int = 4,
+    ) -> None:
+        try:
+            import psycopg
+            import psycopg_pool
+        except ImportError as err:  # pragma: no cover - exercised without the extra installed
+            raise ImportError(INSTALL_HINT) from err
+        self._psycopg = psycopg
+        self.lock_timeout = lock_timeout
+        self.connect_timeout = connect_timeout
+        self._owns_pool = isinstance(target, str)
+        if isinstance(target, str):
+            self.where = _describe(psycopg, target)
+            self._pool: psycopg_pool.ConnectionPool[Any] = psycopg_pool.ConnectionPool(
+                target,
+                min_size=1,
+                max_size=max(2, max_connections),
+                kwargs={"autocommit": True},
+                configure=self._configure,
+                open=False,
+                name="context-manager",
+            )
+            try:
+                self._pool.open(wait=True, timeout=connect_timeout)
+            except psycopg_pool.PoolTimeout as err:
+                self._pool.close()
+                why = f"no connection within {connect_timeout:g} s"
+                raise StoreUnavailable(self.where, why) from err
+        else:
+            self._pool = target
+            conninfo = target.conninfo
+            self.where = _describe(psycopg, conninfo if isinstance(conninfo, str) else "")
+        try:
+            with self._connection() as conn:
+                open_versioned(conn, self.where)
+                schema = conn.execute("SELECT current_schema()").fetchone()
+        except BaseException:
+            if self._owns_pool:
+                self._pool.close()
+            raise
+        self._schema = str(schema[0] if schema else "")
+
+    def _configure(self, conn: Connection) -> None:
+        """A new pooled connection: autocommit, named after this host, with the lock timeout."""
+        conn.autocommit = True
+        name = conn.execute("SHOW application_name").fetchone()
+        if not (name and name[0]):
+            conn.execute(
+                "SELECT set_config('application_name', %s, false)",
+                (f"context-manager@{socket.gethostname()}:{os.getpid()}"[:63],),
+            )
+
+    # connections, transactions and the agent lock
+    def _batch(self) -> _Batch | None:
+        for owner, batch in _BATCHES.get():
+            if owner == id(self):
+                return batch
+        return None
+
+    @contextlib.contextmanager
+    def _connection(self) -> Iterator[Connection]:
+        """The open batch's connection, or one from the pool; server failures are mapped."""
+        batch = self._batch()
+        if batch is not None:
+            with self._mapped():
+                yield batch.conn
+            return
+        with self._mapped(), self._pool.connection(timeout=self.connect_timeout) as conn:
+            conn.autocommit = True
+            yield conn
+
+    @contextlib.contextmanager
+    def _mapped(self) -> Iterator[None]:
+        """Turn a lost server into ``StoreUnavailable`` and clear the pool of dead connections."""
+        psycopg = self._psycopg
+        import psycopg_pool
+
+        try:
+            yield
+        except (psycopg.OperationalError, psycopg.InterfaceError) as err:
+            if self._batch() is None:
+                self._pool.check()  # discard every idle connection the server dropped
+            raise StoreUnavailable(self.where, _first_line(err)) from err
+        except psycopg_pool.PoolTimeout as err:
+            why = f"no connection within {self.connect_timeout:g} s"
+            raise StoreUnavailable(self.where, why) from err
+
+    def _timeout_ms(self) -> int:
+        return max(1, round(self.lock_timeout * 1000))
+
+    @contextlib.contextmanager
+    def _write(self, namespace: str) -> Iterator[Connection]:
+        """One all-or-nothing write holding ``namespace``'s lock (a savepoint inside a batch)."""
+        with self._connection() as conn:
+            batch = self._batch()
+            if batch is not None:
+                self._hold(conn, namespace, batch)
+                with conn.transaction():
+                    yield conn
+                return
+            with conn.transaction():
+                conn.execute(f"SET LOCAL lock_timeout = {self._timeout_ms()}")
+                self._lock(conn, namespace)
+                yield conn
+
+    @contextlib.contextmanager
+    def _reading(self, namespace: str) -> Iterator[Connection]:
+        """A connection to read ``namespace``; inside a batch the read holds the agent too."""
+        with self._connection() as conn:
+            batch = self._batch()
+            if batch is not None:
+                self._hold(conn, namespace, batch)
+            yield conn
+
+    def _hold(self, conn: Connection, namespace: str, batch: _Batch) -> None:
+        if namespace not in batch.held:
+            self._lock(conn, namespace)
+            batch.held.add(namespace)
+
+    def _key(self, namespace: str) -> int:
+        return zlib.crc32(f"{self._schema}\0{namespace}".encode()) & 0x7FFFFFFF
+
+    def _lock(self, conn: Connection, namespace: str) -> None:
+        """Take ``namespace``'s advisory lock until the transaction ends, or raise ``AgentBusy``."""
+        key = self._key(namespace)
+        row = conn.execute("SELECT pg_try_advisory_xact_lock(%s, %s)", (LOCK_CLASS, key)).fetchone()
+        if row and row[0]:
+            return
+        try:
+            with conn.transaction():  # a savepoint: a timeout leaves the outer transaction usable
+                conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, key))
+        except self._psycopg.errors.LockNotAvailable as err:
+            holder = self._holder(conn, key)
+            log.warning("agent_busy", namespace=namespace, holder=holder)
+            raise AgentBusy(namespace, holder, self.lock_timeout) from err
+
+    def _holder(self, conn: Connection, key: int) -> str:
+        rows = conn.execute(_HOLDER, (LOCK_CLASS, key)).fetchall()
+        if not rows:
+            return "another connection (it has let go since)"
+        pid, application, client, seconds = rows[0]
+        where = f"client {client}" if client else "a local socket"
+        age = "" if seconds is None else f", its transaction open {float(seconds):.1f} s"
+        return f"pid {pid} (application {application!r}, {where}{age})"
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """One transaction: many writes, one commit, and the touched agents held until it ends.
+
+        Every namespace the batch reads or writes is locked at first touch (waiting up to
+        ``lock_timeout`` for another host), so a round written inside it (a compile, the reply,
+        the tool results) never interleaves with another host's. Each write inside stays
+        all-or-nothing; the batch commits when the block ends, or rolls back whole if it raises.
+        Other threads and tasks use their own connections meanwhile. A nested batch is a
+        savepoint.
+
+        Raises:
+            AgentBusy: another host held an agent past ``lock_timeout``.
+            StoreUnavailable: the server went away; nothing of the batch was committed.
+        """
+        outer = self._batch()
+        if outer is not None:
+            with self._mapped(), outer.conn.transaction():
+                yield
+            return
+        with self._mapped(), self._pool.connection(timeout=self.connect_timeout) as conn:
+            conn.autocommit = True
+            batch = _Batch(conn)
+            token = _BATCHES.set((*_BATCHES.get(), (id(self), batch)))
+            try:
+                with conn.transaction():
+                    conn.execute(f"SET LOCAL lock_timeout = {self._timeout_ms()}")
+                    yield
+            finally:
+                _BATCHES.reset(token)
+
+    def _next(self, conn: Connection) -> int:
+        row = conn.execute("SELECT nextval('counter')").fetchone()
+        assert row is not None
+        return int(row[0])
+
+    def _live_names(self, conn: Connection, namespace: str) -> list[str]:
+        rows = conn.execute(
+            "SELECT name FROM branches WHERE ns = %s AND NOT deleted", (namespace,)
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    # namespaces
+    def namespaces(self) -> list[str]:
+        with self._connection() as conn:
+            rows = conn.execute("SELECT DISTINCT ns FROM branches ORDER BY ns").fetchall()
+        return [r[0] for r in rows]
+
+    def drop_namespace(self, namespace: str) -> None:
+        with self._write(namespace) as conn:
+            conn.execute("DELETE FROM namespaces WHERE name = %s", (namespace,))
+            for table in (
+                "branches",
+                "messages",
+                "revisions",
+                "changes",
+                "signatures",
+                "branch_state",
+                "releases",
+            ):
+                conn.execute(f"DELETE FROM {table} WHERE ns = %s".encode(), (namespace,))
+
+    # branches
+    def create_branch(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        parent: str | None = None,
+        fork_sequence: int | None = None,
+    ) -> BranchRecord:
+        with self._write(namespace) as conn:
+            taken = conn.execute(
+                "SELECT 1 FROM branches WHERE ns = %s AND name = %s AND NOT deleted",
+                (namespace, name),
+            ).fetchone()
+            if taken:
+                raise BranchExists(name)
+            created = self._next(conn)
+            ref = BranchRef(id=f"b{created}", name=name, created=created)
+            record = BranchRecord(ref=ref, parent=parent, fork_sequence=fork_sequence)
+            conn.execute(
+                "INSERT INTO branches (id, ns, name, created, parent, fork_sequence) "
+                "VALUES (%s, %s, %s, %s, %s, %s)",
+                (ref.id, namespace, name, created, parent, fork_sequence),
+            )
+            if parent is not None:
+                conn.execute(
+                    "INSERT INTO releases "
+                    "(ns, branch, message_id, from_block, reported, reported_from) "
+                    "SELECT ns, %s, message_id, from_block, reported, reported_from "
+                    "FROM releases WHERE ns = %s AND branch = %s",
+                    (record.key, namespace, parent),
+                )
+            return record
+
+    def delete_branch(self, namespace: str, name: str) -> BranchRecord:
+        with self._write(namespace) as conn:
+            row = conn.execute(
+                "UPDATE branches SET deleted = true WHERE ns = %s AND name = %s AND NOT deleted "
+                "RETURNING id, name, created, parent, fork_sequence",
+                (namespace, name),
+            ).fetchone()
+            if row is None:
+                raise BranchNotFound(name, self._live_names(conn, namespace))
+            return _branch(row, deleted=True)
+
+    def branches(self, namespace: str) -> list[BranchRecord]:
+        with self._reading(namespace) as conn:
+            rows = conn.execute(
+                "SELECT id, name, created, parent, fork_sequence FROM branches "
+                "WHERE ns = %s AND NOT deleted ORDER BY created",
+                (namespace,),
+            ).fetchall()
+        return [_branch(r) for r in rows]
+
+    def branch_by_key(self, namespace: str, key: str) -> BranchRecord:
+        branch_id, _, created = key.partition("@")
+        with self._reading(namespace) as conn:
+            row = conn.execute(
+                "SELECT id, name, created, parent, fork_sequence, deleted FROM branches "
+                "WHERE ns = %s AND id = %s",
+                (namespace, branch_id),
+            ).fetchone()
+            if row is None or str(row[2]) != created:
+                raise BranchNotFound(key, self._live_names(conn, namespace))
+        return _branch(row[:5], deleted=bool(row[5]))
+
+    def current_branch_name(self, namespace: str) -> str | None:
+        with self._reading(namespace) as conn:
+            row = conn.execute(
+                "SELECT current_branch FROM namespaces WHERE name = %s", (namespace,)
+            ).fetchone()
+        return None if row is None else row[0]
+
+    def set_current_branch(self, namespace: str, name: str) -> None:
+        with self._write(namespace) as conn:
+            conn.execute(
+                "INSERT INTO namespaces (name, current_branch) VALUES (%s, %s) "
+                "ON CONFLICT (name) DO UPDATE SET current_branch = excluded.current_branch",
+                (namespace, name),
+            )
+
+    # messages
+    def append(
+        self,
+        namespace: str,
+        branch: str,
+        role: Role,
+        content: Sequence[Block],
+        metadata: MessageMeta,
+        *,
+        stamp: dict[str, Any] | None = None,
+        signatures: Sequence[str] = (),
+    ) -> StoredMessage:
+        wire, meta = encode_message(content, metadata)
+        stored_content, stored_meta = decode_message(wire, meta)
+        stamp_json = None if stamp is None else json.dumps(stamp)
+        created_at = dt.datetime.now(dt.UTC)
+        with self._write(namespace) as conn:
+            exists = conn.execute(
+                "SELECT 1 FROM branches WHERE ns = %s AND id = %s",
+                (namespace, branch.partition("@")[0]),
+            ).fetchone()
+            if not exists:
+                raise BranchNotFound(branch, self._live_names(conn, namespace))
+            sequence = self._next(conn)
+            message_id = f"msg_{sequence}"
+            conn.execute(
+                "INSERT INTO messages (seq, id, ns, branch, role, content, meta, kind, "
+                "created_at, stamp) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                (
+                    sequence,
+                    message_id,
+                    namespace,
+                    branch,
+                    role,
+                    wire,
+                    meta,
+                    metadata.kind,
+                    created_at,
+                    stamp_json,
+                ),
+            )
+            if signatures:
+                with conn.cursor() as cursor:
+                    cursor.executemany(
+                        "INSERT INTO signatures (ns, sig, message_id) VALUES (%s, %s, %s)",
+                        [(namespace, sig, message_id) for sig in signatures],
+                    )
+        return StoredMessage(
+            id=message_id,
+            sequence=sequence,
+            branch=branch,
+            role=role,
+            content=stored_content,
+            metadata=stored_meta,
+            created_at=created_at,
+        )
+
+    def get(self, namespace: str, message_id: MessageId) -> StoredMessage:
+        with self._reading(namespace) as conn:
+            row = conn.execute(
+                f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE ns = %s AND id = %s",
+                (namespace, message_id),
+            ).fetchone()
+        if row is None:
+            raise MessageNotFound(message_id, namespace)
+        return _message(row)
+
+    def read(
+        self,
+        namespace: str,
+        lineage: Lineage,
+        *,
+        after: int | None = None,
+        upto: int | None = None,
+        kind: str | None = None,
+        limit: int | None = None,
+        newest_first: bool = False,
+    ) -> list[StoredMessage]:
+        check_limit(limit)
+        order = "DESC" if newest_first else "ASC"
+        segments = []
+        with self._reading(namespace) as conn:
+            for key, top in lineage:
+                bounds = [x for x in (top, upto) if x is not None]
+                sql = f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE ns = %s AND branch = %s"
+                params: list[Any] = [namespace, key]
+                if after is not None:
+                    sql += " AND seq > %s"
+                    params.append(after)
+                if bounds:
+                    sql += " AND seq <= %s"
+                    params.append(min(bounds))
+                if kind is not None:
+                    sql += " AND kind = %s"
+                    params.append(kind)
+                sql += f" ORDER BY seq {order}"
+                if limit is not None:
+                    sql += " LIMIT %s"
+                    params.append(limit)
+                rows = conn.execute(sql.encode(), params).fetchall()
+                segments.append([_message(r) for r in rows])
+        return select_window(segments, kind=kind, limit=limit, newest_first=newest_first)
+
+    def last_sequence(self, namespace: str, lineage: Lineage) -> int:
+        newest = 0
+        with self._reading(namespace) as conn:
+            for key, top in lineage:
+                if top is None:
+                    row = conn.execute(
+                        "SELECT max(seq) FROM messages WHERE ns = %s AND branch = %s",
+                        (namespace, key),
+                    ).fetchone()
+                else:
+                    row = conn.execute(
+                        "SELECT max(seq) FROM messages WHERE ns = %s AND branch = %s "
+                        "AND seq <= %s",
+                        (namespace, key, top),
+                    ).fetchone()
+                newest = max(newest, int(row[0] or 0) if row else 0)
+        return newest
+
+    def edit(
+        self, namespace: str, message_id: MessageId, content: Sequence[Block]
+    ) -> StoredMessage:
+        old = self.get(namespace, message_id)
+        wire, _ = encode_message(content, old.metadata)
+        with self._write(namespace) as conn:
+            conn.execute(
+                "INSERT INTO revisions (ns, message_id, content, replaced_at) "
+                "SELECT ns, id, content, %s FROM messages WHERE ns = %s AND id = %s",
+                (dt.datetime.now(dt.UTC), namespace, message_id),
+            )
+            conn.execute(
+                "UPDATE messages SET content = %s WHERE ns = %s AND id = %s",
+                (wire, namespace, message_id),
+            )
+            conn.execute(
+                "INSERT INTO changes (ns, serial, seq) SELECT %s, "
+                "coalesce(max(serial), 0) + 1, %s FROM changes WHERE ns = %s",
+                (namespace, old.sequence, namespace),
+            )
+        return self.get(namespace, message_id)
+
+    def change_serial(self, namespace: str) -> int:
+        """The namespace's change serial: one backward step on the ``changes`` primary key."""
+        with self._reading(namespace) as conn:
+            row = conn.execute(
+                "SELECT max(serial) FROM changes WHERE ns = %s", (namespace,)
+            ).fetchone()
+        return int(row[0] or 0) if row else 0
+
+    def changed_since(self, namespace: str, serial: int) -> int | None:
+        with self._reading(namespace) as conn:
+            row = conn.execute(
+                "SELECT min(seq) FROM changes WHERE ns = %s AND serial > %s", (namespace, serial)
+            ).fetchone()
+        return None if row is None or row[0] is None else int(row[0])
+
+    def stamps(
+        self, namespace: str, message_ids: Sequence[MessageId]
+    ) -> dict[MessageId, dict[str, Any]]:
+        out: dict[MessageId, dict[str, Any]] = {}
+        if not message_ids:
+            return out
+        with self._reading(namespace) as conn:
+            rows = conn.execute(
+                "SELECT id, stamp FROM messages WHERE id = ANY(%s) AND ns = %s "
+                "AND stamp IS NOT NULL",
+                (list(message_ids), namespace),
+            ).fetchall()
+        for mid, stamp in rows:
+            try:
+                value = json.loads(stamp)
+            except (TypeError, ValueError):
+                value = None
+            if _is_stamp(value):
+                out[mid] = value
+            else:  # a corrupt stamp reads as no stamp: the reply's thinking is never sent
+                log.warning("stamp_unreadable", namespace=namespace, message_id=mid)
+        return out
+
+    def find_signature(self, namespace: str, signature_digest: str) -> list[MessageId]:
+        with self._reading(namespace) as conn:
+            rows = conn.execute(
+                "SELECT message_id FROM signatures WHERE ns = %s AND sig = %s ORDER BY position",
+                (namespace, signature_digest),
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    # binding record
+    def binding_record(self, namespace: str, branch: str) -> BindingRecordData:
+        with self._reading(namespace) as conn:
+            state = conn.execute(
+                "SELECT first_compiled, anchor FROM branch_state WHERE ns = %s AND branch = %s",
+                (namespace, branch),
+            ).fetchone()
+            rows = conn.execute(
+                "SELECT message_id, from_block, reported, reported_from FROM releases "
+                "WHERE ns = %s AND branch = %s",
+                (namespace, branch),
+            ).fetchall()
+        return BindingRecordData(
+            first_compiled=bool(state and state[0]),
+            releases={
+                r[0]: Release(r[0], int(r[1]), bool(r[2]), None if r[3] is None else int(r[3]))
+                for r in rows
+            },
+            anchor=None if state is None or state[1] is None else int(state[1]),
+        )
+
+    def commit_binding(
+        self,
+        namespace: str,
+        branch: str,
+        *,
+        first_compiled: bool,
+        releases: Sequence[tuple[MessageId, int]],
+        reported: Sequence[MessageId],
+        anchor: int | None = None,
+    ) -> None:
+        with self._write(namespace) as conn, conn.cursor() as cursor:
+            if first_compiled or anchor is not None:
+                cursor.execute(
+                    "INSERT INTO branch_state (ns, branch, first_compiled, anchor) "
+                    "VALUES (%s, %s, %s, %s) ON CONFLICT (ns, branch) DO UPDATE SET "
+                    "first_compiled = branch_state.first_compiled OR excluded.first_compiled, "
+                    "anchor = coalesce(excluded.anchor, branch_state.anchor)",
+                    (namespace, branch, first_compiled, anchor),
+                )
+            if releases:
+                cursor.executemany(
+                    "INSERT INTO releases (ns, branch, message_id, from_block, reported) "
+                    "VALUES (%s, %s, %s, %s, true) ON CONFLICT (ns, branch, message_id) DO "
+                    "UPDATE SET from_block = least(releases.from_block, excluded.from_block), "
+                    "reported = true",
+                    [(namespace, branch, mid, block) for mid, block in releases],
+                )
+            if reported:
+                cursor.execute(
+                    "UPDATE releases SET reported = true "
+                    "WHERE ns = %s AND branch = %s AND message_id = ANY(%s)",
+                    (namespace, branch, list(reported)),
+                )
+
+    def add_release(
+        self, namespace: str, branch: str, message_id: MessageId, from_block: int
+    ) -> None:
+        with self._write(namespace) as conn:
+            conn.execute(
+                "INSERT INTO releases (ns, branch, message_id, from_block, reported) "
+                "VALUES (%s, %s, %s, %s, false) ON CONFLICT (ns, branch, message_id) DO UPDATE "
+                "SET reported_from = CASE WHEN releases.reported THEN releases.from_block "
+                "ELSE releases.reported_from END, "
+                "from_block = excluded.from_block, reported = false "
+                "WHERE excluded.from_block < releases.from_block",
+                (namespace, branch, message_id, from_block),
+            )
+
+    def close(self) -> None:
+        """Close the pool this store opened (a pool passed in is the caller's to close)."""
+        if self._owns_pool:
+            self._pool.close()
+
+
+def _describe(psycopg: Any, conninfo: str) -> str:
+    """``conninfo`` for messages, without its password."""
+    try:
+        parts = psycopg.conninfo.conninfo_to_dict(conninfo)
+    except psycopg.ProgrammingError:
+        return "postgresql (unparsable connection string)"
+    user = parts.get("user") or ""
+    host = parts.get("host") or "localhost"
+    port = parts.get("port") or 5432
+    database = parts.get("dbname") or user
+    return f"postgresql://{user}{'@' if user else ''}{host}:{port}/{database}"
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip() or type(err).__name__
+    return text.splitlines()[0]
+
+
+def _branch(row: Sequence[Any], *, deleted: bool = False) -> BranchRecord:
+    branch_id, name, created, parent, fork_sequence = row
+    return BranchRecord(
+        ref=BranchRef(id=branch_id, name=name, created=int(created)),
+        parent=parent,
+        fork_sequence=None if fork_sequence is None else int(fork_sequence),
+        deleted=deleted,
+    )
+
+
+def _message(row: Sequence[Any]) -> StoredMessage:
+    message_id, sequence, branch, role, content, meta, created_at = row
+    return StoredMessage(
+        id=message_id,
+        sequence=int(sequence),
+        branch=branch,
+        role=role,
+        content=blocks_from_wire(json.loads(content)),
+        metadata=MessageMeta.from_json(json.loads(meta)),
+        created_at=created_at.astimezone(dt.UTC),
+    )

@@ -1,0 +1,518 @@
+"""``PostgresStore`` beyond the shared suites: schema refusal, many hosts, kills and restarts.
+
+Every test runs against a real PostgreSQL server (``tests/conftest.py``), each on a fresh schema.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from postgres_server import Server
+from psycopg.conninfo import make_conninfo
+
+from context_manager import (
+    AgentBusy,
+    ContextManager,
+    Head,
+    MessageMeta,
+    NotADatabase,
+    PostgresStore,
+    SchemaTooNew,
+    StoreUnavailable,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from context_manager._store._postgres_schema import MIGRATIONS, SCHEMA_VERSION, open_versioned
+from context_manager.simulator import Simulator
+
+PROBE = {"name": "probe", "description": "Look.", "input_schema": {"type": "object"}}
+HEAD = Head(
+    model="claude-opus-5-5",
+    system="You are Ada.",
+    tools=[PROBE],
+    settings={"max_tokens": 2048, "thinking": {"type": "adaptive"}},
+)
+
+
+@pytest.fixture
+def opened(postgres_dsn: str) -> Iterator[list[PostgresStore]]:
+    """Stores a test opens, closed at teardown."""
+    stores: list[PostgresStore] = []
+    yield stores
+    for made in stores:
+        made.close()
+
+
+def open_store(stores: list[PostgresStore], dsn: str, **kwargs: Any) -> PostgresStore:
+    made = PostgresStore(dsn, **kwargs)
+    stores.append(made)
+    return made
+
+
+def tables(dsn: str) -> dict[str, int]:
+    """Every table in the DSN's current schema with its row count."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        names = [
+            r[0]
+            for r in conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+            ).fetchall()
+        ]
+        out = {}
+        for name in names:
+            row = conn.execute(f"SELECT count(*) FROM {name}".encode()).fetchone()
+            assert row is not None
+            out[name] = int(row[0])
+        return out
+
+
+def test_a_reopened_store_sees_the_same_messages_branches_and_current_branch(
+    postgres_dsn: str, opened: list[PostgresStore]
+) -> None:
+    """Nothing lives in the store object: a second store on the same schema sees everything."""
+    cm = ContextManager.open(open_store(opened, postgres_dsn), namespace="ada")
+    cm.add_message("user", "hello", metadata=MessageMeta(kind="note"))
+    cm.fork("side")
+    cm.add_message("user", "on the side")
+
+    again = ContextManager.open(open_store(opened, postgres_dsn), namespace="ada")
+
+    assert again.current_branch().name == "side"
+    assert cm.messages() == again.messages()
+    assert [m.id for m in cm.messages(kind="note")] == [m.id for m in again.messages(kind="note")]
+
+
+def test_a_newer_schema_is_refused_and_nothing_is_written(postgres_dsn: str) -> None:
+    """``SchemaTooNew`` names both versions; the schema is left exactly as it was."""
+    PostgresStore(postgres_dsn).close()
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute("UPDATE context_manager_meta SET value = '99' WHERE key = 'schema_version'")
+    before = tables(postgres_dsn)
+
+    with pytest.raises(SchemaTooNew, match=rf"schema version 99 is newer .*\({SCHEMA_VERSION}\)"):
+        PostgresStore(postgres_dsn)
+
+    assert before == tables(postgres_dsn)
+
+
+def test_a_schema_holding_foreign_tables_is_refused_and_left_untouched(postgres_dsn: str) -> None:
+    """Another application's tables: ``NotADatabase``, and no table of ours is created."""
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE invoices (id int)")
+
+    with pytest.raises(NotADatabase, match="holds tables this library did not write"):
+        PostgresStore(postgres_dsn)
+
+    assert tables(postgres_dsn) == {"invoices": 0}
+
+
+def test_a_meta_table_naming_another_application_is_refused(postgres_dsn: str) -> None:
+    """A ``context_manager_meta`` without our marker is not ours either."""
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE context_manager_meta (key text PRIMARY KEY, value text)")
+        conn.execute("INSERT INTO context_manager_meta VALUES ('application', 'other')")
+
+    with pytest.raises(NotADatabase, match="names 'other'"):
+        PostgresStore(postgres_dsn)
+
+
+def test_migrations_run_forward_once_and_skip_what_another_host_ran(postgres_dsn: str) -> None:
+    """A second migration runs on a schema at the first; re-opening runs nothing again."""
+    extra = "CREATE TABLE later (x int)"
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        open_versioned(conn, "test", migrations=MIGRATIONS)
+        open_versioned(conn, "test", migrations=(*MIGRATIONS, extra))
+        open_versioned(conn, "test", migrations=(*MIGRATIONS, extra))
+        version = conn.execute(
+            "SELECT value FROM context_manager_meta WHERE key = 'schema_version'"
+        ).fetchone()
+    assert version == (str(SCHEMA_VERSION + 1),)
+    assert tables(postgres_dsn)["later"] == 0
+
+
+def test_many_hosts_opening_a_new_schema_at_once_all_succeed(postgres_dsn: str) -> None:
+    """Concurrent first opens serialise on the migration lock; each store then works."""
+    errors: list[BaseException] = []
+    made: list[PostgresStore] = []
+
+    def open_one() -> None:
+        try:
+            made.append(PostgresStore(postgres_dsn))
+        except BaseException as err:  # reported below
+            errors.append(err)
+
+    threads = [threading.Thread(target=open_one) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    try:
+        assert errors == []
+        ids = [ContextManager.open(s, namespace=f"a{i}").add_message("user", "hi") for i, s in
+               enumerate(made)]
+        assert len(set(ids)) == len(made)
+    finally:
+        for store in made:
+            store.close()
+
+
+def test_a_compile_on_one_host_sees_what_another_host_committed(
+    postgres_dsn: str, opened: list[PostgresStore]
+) -> None:
+    """Two stores (two hosts) on one agent: each compile includes the other's newest message."""
+    a = ContextManager.open(open_store(opened, postgres_dsn), namespace="ada")
+    b = ContextManager.open(open_store(opened, postgres_dsn), namespace="ada")
+    a.add_message("user", "from a")
+    assert [m["content"][0]["text"] for m in b.compile(HEAD).request["messages"]] == ["from a"]
+    a.add_message("assistant", "reply from a")
+    a.add_message("user", "again from a")
+    b.edit_message(b.messages()[0].id, "from a, edited on b")
+
+    sent = a.compile(HEAD).request["messages"]
+
+    assert [
+        m["content"][0]["text"] for m in sent
+    ] == ["from a, edited on b", "reply from a", "again from a"]
+
+
+def test_a_host_holding_the_agent_makes_another_wait_then_fail_naming_the_holder(
+    postgres_dsn: str, opened: list[PostgresStore]
+) -> None:
+    """A batch holds its agent; another host waits ``lock_timeout``, then ``AgentBusy``."""
+    holder = open_store(opened, make_conninfo(postgres_dsn, application_name="host-a"))
+    waiter = open_store(opened, postgres_dsn, lock_timeout=0.3)
+    cm = ContextManager.open(holder, namespace="ada")
+    key = cm.current_branch_key()
+
+    with holder.batch():
+        holder.append("ada", key, "user", [TextBlock("mine")], MessageMeta())
+        started = time.monotonic()
+        busy = r"agent 'ada' is held by pid \d+ \(application 'host-a'"
+        with pytest.raises(AgentBusy, match=busy):
+            waiter.append("ada", key, "user", [TextBlock("yours")], MessageMeta())
+        assert time.monotonic() - started >= 0.3
+        other = ContextManager.open(waiter, namespace="bob")  # another agent is not held
+        other.add_message("user", "bob is free")
+
+    waiter.append("ada", key, "user", [TextBlock("yours, later")], MessageMeta())
+    assert [m.content[0].text for m in cm.messages()] == ["mine", "yours, later"]  # type: ignore[union-attr]
+
+
+def test_a_waiting_host_goes_on_once_the_holder_commits(
+    postgres_dsn: str, opened: list[PostgresStore]
+) -> None:
+    """Within the timeout, a second host's write waits for the round and lands after it."""
+    holder = open_store(opened, postgres_dsn)
+    waiter = open_store(opened, postgres_dsn, lock_timeout=10)
+    cm = ContextManager.open(holder, namespace="ada")
+    key = cm.current_branch_key()
+    done: list[int] = []
+
+    def write_later() -> None:
+        done.append(waiter.append("ada", key, "user", [TextBlock("b")], MessageMeta()).sequence)
+
+    with holder.batch():
+        first = holder.append("ada", key, "assistant", [TextBlock("a1")], MessageMeta())
+        thread = threading.Thread(target=write_later)
+        thread.start()
+        time.sleep(0.3)
+        second = holder.append("ada", key, "user", [TextBlock("a2")], MessageMeta())
+        assert done == []
+    thread.join()
+
+    assert first.sequence < second.sequence < done[0]
+    assert [m.content[0].text for m in cm.messages()] == ["a1", "a2", "b"]  # type: ignore[union-attr]
+
+
+def test_a_failed_write_inside_a_batch_is_undone_alone(
+    postgres_dsn: str, opened: list[PostgresStore]
+) -> None:
+    """A refused write in a batch rolls back by itself; the rest of the batch commits."""
+    store = open_store(opened, postgres_dsn)
+    cm = ContextManager.open(store, namespace="ada")
+    with store.batch():
+        cm.add_message("user", "kept")
+        with pytest.raises(Exception, match="already exists"):
+            cm.fork("main")
+        cm.add_message("user", "kept too")
+    assert [m.content[0].text for m in cm.messages()] == ["kept", "kept too"]  # type: ignore[union-attr]
+
+
+def test_a_connection_dropped_mid_write_is_a_clear_error_and_the_next_call_works(
+    postgres_dsn: str, postgres_server: Server, opened: list[PostgresStore]
+) -> None:
+    """The server restarts in a batch: ``StoreUnavailable``, nothing of it kept, store usable."""
+    if postgres_server.data is None:
+        pytest.skip("the server was given by DSN alone (CONTEXT_MANAGER_POSTGRES_DATA unset)")
+    store = open_store(opened, postgres_dsn)
+    cm = ContextManager.open(store, namespace="ada")
+    cm.add_message("user", "before")
+
+    def round_cut_by_a_restart() -> None:
+        with store.batch():
+            cm.add_message("user", "in flight")
+            postgres_server.restart()
+            cm.add_message("user", "after the drop")
+
+    with pytest.raises(StoreUnavailable, match="nothing of this call was written"):
+        round_cut_by_a_restart()
+
+    cm.add_message("user", "after the restart")  # the same store, no reopening
+    assert [m.content[0].text for m in cm.messages()] == ["before", "after the restart"]  # type: ignore[union-attr]
+
+    postgres_server.restart()  # idle pooled connections die too: one failed call at most
+    try:
+        cm.add_message("user", "once more")
+    except StoreUnavailable:
+        cm.add_message("user", "once more")
+    assert [
+        m.content[0].text  # type: ignore[union-attr]
+        for m in cm.messages()
+    ] == ["before", "after the restart", "once more"]
+
+
+ROUND_WRITER = textwrap.dedent(
+    """
+    import asyncio, json, sys
+    from context_manager import ContextManager, Head, PostgresStore, ToolResultBlock, ToolUseBlock
+    from context_manager.simulator import Simulator
+
+    dsn, name, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    head = Head(**json.loads(sys.argv[4]))
+    calls = {"n": 0}
+
+    def script(request):
+        calls["n"] += 1
+        thinking = {"type": "thinking", "thinking": f"{name} thinks {calls['n']}"}
+        return [thinking, {"type": "tool_use", "name": "probe", "input": {"by": name}}]
+
+    async def main():
+        store = PostgresStore(dsn, lock_timeout=30)
+        sim = Simulator(script=script)
+        client = sim.client()
+        cm = ContextManager.open(store, namespace="ada")
+        for n in range(rounds):
+            with store.batch():  # the round: compile, reply, tool results
+                result = cm.compile(head)
+                message = await client.beta.messages.create(**result.request)
+                reply = cm.record_reply(message, result)
+                uses = [b for b in cm.get_message(reply).content if isinstance(b, ToolUseBlock)]
+                results = cm.add_message("user", [
+                    ToolResultBlock(u.id, f"{name} result {n}") for u in uses
+                ])
+            print("ROUND", reply, results, flush=True)
+        bad = []
+        for call in sim.calls:
+            checks = sim.verify({**call.request, "betas": list(call.betas)})
+            bad += [str(c.reason) for c in checks if c.reason is not None]
+            bad += [] if call.status == 200 and not call.dropped else [f"status {call.status}"]
+        print("VERIFIED", len(sim.calls), json.dumps(bad), flush=True)
+        await client.close()
+        store.close()
+
+    asyncio.run(main())
+    """
+)
+
+
+def test_two_processes_writing_rounds_to_one_agent_never_interleave_them(
+    postgres_dsn: str, opened: list[PostgresStore]
+) -> None:
+    """Two hosts, one agent: rounds alternate across processes, each whole, and every request
+    either host compiled (including the other's rounds) verifies against the simulator."""
+    store = open_store(opened, postgres_dsn)
+    cm = ContextManager.open(store, namespace="ada")
+    cm.add_message("user", "both of you: look around")
+    rounds = 12
+    head = json.dumps(
+        {"model": HEAD.model, "system": HEAD.system, "tools": HEAD.tools, "settings": HEAD.settings}
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", ROUND_WRITER, postgres_dsn, name, str(rounds), head],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for name in ("a", "b")
+    ]
+    outputs = [w.communicate(timeout=120) for w in workers]
+    for worker, (_, err) in zip(workers, outputs, strict=True):
+        assert worker.returncode == 0, err
+    for out, _ in outputs:
+        verified = [line.split(maxsplit=2) for line in out.splitlines() if line.startswith("V")]
+        assert [["VERIFIED", str(rounds), "[]"]] == verified
+
+    stored = cm.messages()
+    assert stored[0].content == (TextBlock("both of you: look around"),)
+    pairs = [stored[i : i + 2] for i in range(1, len(stored), 2)]
+    assert len(pairs) == 2 * rounds
+    writers = []
+    for reply, results in pairs:
+        uses = [b for b in reply.content if isinstance(b, ToolUseBlock)]
+        answers = [b for b in results.content if isinstance(b, ToolResultBlock)]
+        assert (reply.role, results.role) == ("assistant", "user")
+        assert [u.id for u in uses] == [r.tool_use_id for r in answers]
+        writers.append(uses[0].input["by"])
+        assert all(str(r.content).startswith(f"{writers[-1]} result") for r in answers)
+    assert sorted(writers) == ["a"] * rounds + ["b"] * rounds
+    switches = sum(1 for x, y in itertools.pairwise(writers) if x != y)
+    assert switches >= 1, "the two processes never took turns"
+    sequences = [m.sequence for m in stored]
+    assert sequences == sorted(set(sequences))
+
+    sim = Simulator()  # a fresh host verifies the whole transcript as one request
+    request = cm.compile(HEAD).request
+    assert [c for c in sim.verify(request) if c.reason is not None] == []
+
+
+KILLED_WRITER = textwrap.dedent(
+    """
+    import sys, time
+    from context_manager import ContextManager, PostgresStore
+
+    store = PostgresStore(sys.argv[1])
+    cm = ContextManager.open(store, namespace="ada")
+    for n in range(int(sys.argv[2])):
+        with store.batch():
+            first = cm.add_message("assistant", f"reply {n}")
+            second = cm.add_message("user", f"results {n}")
+        print("COMMITTED", first, second, flush=True)
+    with store.batch():
+        print("OPEN", cm.add_message("assistant", "never committed"), flush=True)
+        time.sleep(60)
+    """
+)
+
+
+def test_a_writer_killed_mid_transaction_loses_nothing_committed_and_frees_the_agent(
+    postgres_dsn: str, opened: list[PostgresStore]
+) -> None:
+    """SIGKILL while a batch is open: every committed round is whole, the open one is gone,
+    and another host can write to the agent at once."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    with subprocess.Popen(
+        [sys.executable, "-c", KILLED_WRITER, postgres_dsn, "20"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    ) as child:
+        assert child.stdout is not None
+        committed: list[str] = []
+        for line in child.stdout:
+            word, *ids = line.split()
+            if word == "OPEN":
+                in_flight = ids[0]
+                break
+            committed.extend(ids)
+        else:
+            pytest.fail(child.stderr.read() if child.stderr else "the writer died")
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+
+    other = open_store(opened, postgres_dsn, lock_timeout=5)
+    cm = ContextManager.open(other, namespace="ada")
+    cm.add_message("user", "the agent is free again")
+    stored = [m.id for m in cm.messages()]
+    assert [*committed, stored[-1]] == stored
+    assert in_flight not in stored
+    assert len(committed) == 40
+
+
+def test_the_kind_index_serves_notice_reads(postgres_dsn: str, opened: list[PostgresStore]) -> None:
+    """The partial index the compiler's reads rely on exists and is chosen for a kind read."""
+    store = open_store(opened, postgres_dsn)
+    cm = ContextManager.open(store, namespace="ada")
+    cm.add_message("user", "a note", metadata=MessageMeta(kind="note"))
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute("SET enable_seqscan = off")
+        plan = "\n".join(
+            r[0]
+            for r in conn.execute(
+                "EXPLAIN SELECT id FROM messages WHERE ns = 'ada' AND branch = 'x' "
+                "AND kind = 'note' ORDER BY seq DESC LIMIT 1"
+            ).fetchall()
+        )
+        indexes = {
+            r[0]: r[1]
+            for r in conn.execute(
+                "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema()"
+            ).fetchall()
+        }
+    assert "messages_by_kind" in plan
+    assert "WHERE (kind IS NOT NULL)" in indexes["messages_by_kind"]
+
+
+def test_an_unreachable_server_is_a_clear_error() -> None:
+    """Nothing listening: ``StoreUnavailable`` naming the server, without its password."""
+    with pytest.raises(StoreUnavailable, match=r"postgresql://cm@127\.0\.0\.1:1/x: .*unavailable"):
+        PostgresStore("postgresql://cm:secret@127.0.0.1:1/x", connect_timeout=0.5)
+
+
+def test_the_store_serves_a_runtime_over_asyncio(
+    postgres_dsn: str, opened: list[PostgresStore]
+) -> None:
+    """A whole turn through the runtime on PostgreSQL, and the next request verifies."""
+    from context_manager.runtime import Agent, Runtime
+
+    sim = Simulator(script=lambda request: [{"type": "thinking", "thinking": "t"}, "done"])
+    runtime = Runtime(sim.client(), open_store(opened, postgres_dsn))
+    agent = runtime.register(Agent("ada", HEAD, reasoning=False))
+
+    async def turns() -> None:
+        await agent.run_turn("one")
+        await agent.run_turn("two")
+
+    asyncio.run(turns())
+    assert [c.status for c in sim.calls] == [200, 200]
+    last = sim.calls[-1]
+    checks = sim.verify({**last.request, "betas": list(last.betas)})
+    assert [c for c in checks if c.reason is not None] == []
+
+
+def test_the_command_line_runs_and_reads_an_agent_on_postgresql(postgres_dsn: str) -> None:
+    """``run --db postgresql://...`` then ``transcript postgresql://...``, as with a file."""
+    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"} | {"NO_COLOR": "1"}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+
+    def cli(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "context_manager", *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+
+    empty = cli("transcript", postgres_dsn)
+    assert (empty.returncode, empty.stdout) == (2, "")
+    assert "not a context-manager database (it is empty)" in empty.stderr
+
+    first = cli("run", "--db", postgres_dsn, "--agent", "ada", stdin="hello there\n/quit\n")
+    assert first.returncode == 0, first.stderr
+    assert "Agent 'ada' on branch 'main' in postgresql://cm@" in first.stdout
+    assert "password" not in first.stdout
+
+    read = cli("transcript", postgres_dsn, "--json")
+    assert read.returncode == 0, read.stderr
+    texts = [json.loads(line)["text"] for line in read.stdout.splitlines()]
+    assert texts == ["hello there", "You said: hello there"]
