@@ -181,12 +181,20 @@ class Agent:
         """Run one turn: store ``trigger`` as the user's message and loop until no tool is called.
 
         Raises:
+            ValueError: the trigger is blank (no block other than whitespace text); nothing is
+                stored and no call is made.
             anthropic.APIStatusError: the provider refused a call (after retries where retryable).
         """
+        blocks = to_blocks(trigger)
+        if all(isinstance(b, TextBlock) and not b.text.strip() for b in blocks):
+            raise ValueError(
+                f"blank trigger {trigger!r}: a turn needs a user message with some text or "
+                "content; nothing was stored"
+            )
         async with self._lock:
             self._open()
             try:
-                self.context.add_message("user", to_blocks(trigger))
+                self.context.add_message("user", blocks)
                 return await self._loop()
             finally:
                 self._close()
