@@ -20,7 +20,7 @@ import attrs
 
 from context_manager._binding._chain import CHAIN_SEED, feed_block
 from context_manager._binding._stamp import stamp_reply
-from context_manager._model._content import Block, block_to_wire, is_thinking, to_blocks
+from context_manager._model._content import Block, block_to_wire, is_thinking, reply_blocks
 from context_manager._model._errors import OverBudget
 from context_manager._model._head import Head, ThinkingBinding
 from context_manager._model._log import library_logger
@@ -539,7 +539,7 @@ class Compiler:
                 f"compile {result.compile_id} was for branch {result.branch}, but the current "
                 f"branch is {m.current_branch_key()}; switch back before recording"
             )
-        blocks = to_blocks(message)
+        blocks = reply_blocks(message)
         stamped = stamp_reply(blocks, result, appended, message)
         for index in stamped.unsigned:
             log.warning(
