@@ -2,8 +2,19 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
+import attrs
 import pytest
-from helpers import THINKING_HEAD, calling_script, runtime_on
+from helpers import (
+    GREP_TOOL,
+    READ_LOG_TOOL,
+    THINKING_HEAD,
+    calling_script,
+    reasoning_lines,
+    runtime_on,
+)
 
 from context_manager.runtime import Agent
 from context_manager.simulator import Simulator
@@ -17,3 +28,23 @@ async def test_a_blank_trigger_is_refused_and_nothing_is_stored(trigger: object)
         await ada.run_turn(trigger)
     assert ada.context.messages(limit=None) == []
     assert sim.requests == []
+
+
+async def test_a_head_line_never_names_a_reply_older_than_the_newest_one_it_takes() -> None:
+    def script(request: dict[str, Any]) -> list[Any]:
+        said = json.dumps(request["messages"][-1]["content"])
+        if "only think" in said:
+            return [{"type": "thinking", "thinking": "pondering"}]
+        return [{"type": "thinking", "thinking": "x"}, {"type": "text", "text": "Noted: hello"}]
+
+    sim = Simulator(script=script)
+    ada = runtime_on(sim).register(Agent("ada", THINKING_HEAD))
+    await ada.run_turn("hello")
+    await ada.run_turn("only think")
+    ada.head = attrs.evolve(ada.head, tools=[READ_LOG_TOOL, GREP_TOOL])
+    await ada.run_turn("and now")
+    assert reasoning_lines(ada) == [
+        "[reasoning] ada: The reasoning behind your earlier replies is no longer in your "
+        "context, because your tools changed. Their words are still here. Re-read before "
+        "relying on an earlier decision."
+    ]
