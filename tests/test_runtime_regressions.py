@@ -16,6 +16,7 @@ from helpers import (
     runtime_on,
 )
 
+from context_manager import REASONING_LOSS_KIND
 from context_manager.runtime import Agent
 from context_manager.simulator import Simulator
 
@@ -48,3 +49,27 @@ async def test_a_head_line_never_names_a_reply_older_than_the_newest_one_it_take
         "context, because your tools changed. Their words are still here. Re-read before "
         "relying on an earlier decision."
     ]
+
+
+async def test_a_turn_cut_after_its_tool_result_and_a_notice_is_finished_on_resume() -> None:
+    sim = Simulator(script=calling_script())
+    ada = runtime_on(sim).register(
+        Agent("ada", THINKING_HEAD, tools={"read_log": lambda _: "all quiet"})
+    )
+    cm = ada.context
+    cm.add_message("user", "please use tool")
+    result = cm.compile(ada.head)
+    message = await sim.client().beta.messages.create(**result.request)
+    cm.record_reply(message, result)
+    (use,) = [b for b in message.content if b.type == "tool_use"]
+    cm.add_message("user", [{"type": "tool_result", "tool_use_id": use.id, "content": "ok"}])
+    ada.notify("[reasoning] ada: a line stored at the tool round's boundary", REASONING_LOSS_KIND)
+    # the process is killed here, before the final reply
+
+    resumed = await ada.resume_turn()
+
+    assert resumed is not None
+    last = cm.messages(limit=None)[-1]
+    assert last.role == "assistant"
+    assert last.content[-1].text == "The log says all is well."  # type: ignore[union-attr]
+    assert await ada.resume_turn() is None

@@ -16,6 +16,7 @@ from typing import Any, Literal
 import anthropic
 import attrs
 
+from context_manager._compile._fold import SUMMARY_KIND
 from context_manager._compile._strategies import Passthrough, Strategy
 from context_manager._manager import ContextManager
 from context_manager._model._content import TextBlock, ToolResultBlock, ToolUseBlock, to_blocks
@@ -202,14 +203,15 @@ class Agent:
     async def resume_turn(self) -> TurnResult | None:
         """Finish a turn a crash interrupted: roll back an unanswered round, then go on.
 
-        Returns ``None`` when there is nothing to resume (the branch ends with no open round and
-        no unanswered user message).
+        Any turn whose last stored message is not the model's answer is finished: system
+        messages (notices, head changes) stored after a tool result or a user message do not
+        end it. Returns ``None`` when there is nothing to resume (no open round, and the newest
+        message other than a system one is the model's).
         """
         async with self._lock:
             tail = self.context.messages(limit=None, since=self._recent_floor())
             open_calls = _unanswered(tail)
-            ends_with_user = bool(tail) and tail[-1].role == "user"
-            if not open_calls and not ends_with_user:
+            if not open_calls and not _awaits_answer(tail):
                 return None
             self._open()
             try:
@@ -287,6 +289,15 @@ class Agent:
         self._turn = None
         notices.extend(self._flush())
         return TurnResult(tuple(replies), tuple(calls), tuple(notices), stop_reason)
+
+
+def _awaits_answer(messages: Sequence[Any]) -> bool:
+    """True when the newest message that is neither a system one nor a fold's summary is the
+    user's (a trigger or tool results): the model has not answered it yet."""
+    for message in reversed(messages):
+        if message.role != "system" and message.metadata.kind != SUMMARY_KIND:
+            return bool(message.role == "user")
+    return False
 
 
 def _unanswered(messages: Sequence[Any]) -> list[ToolUseBlock]:
