@@ -158,6 +158,7 @@ class PlacedDrops:
         runs from its block on, so each reply gets its lowest released block.
         """
         lowest: dict[MessageId, int] = {}
+        placed: list[tuple[MessageId | None, int | None, str]]
         placed = [(d.message_id, d.block, d.reason) for d in self.replies]
         placed += [(r.message_id, r.j, r.reason) for r in self.rounds]  # stored rounds too
         for message_id, block, reason in placed:
