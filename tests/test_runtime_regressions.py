@@ -73,3 +73,34 @@ async def test_a_turn_cut_after_its_tool_result_and_a_notice_is_finished_on_resu
     assert last.role == "assistant"
     assert last.content[-1].text == "The log says all is well."  # type: ignore[union-attr]
     assert await ada.resume_turn() is None
+
+
+async def test_a_reply_recorded_against_a_direct_compile_between_turns_keeps_its_reasoning() -> (
+    None
+):
+    sim = Simulator(script=calling_script())
+    ada = runtime_on(sim).register(Agent("ada", THINKING_HEAD))
+    await ada.run_turn("hello")
+    ada.head = attrs.evolve(ada.head, system="You are Ada, on call.")
+    cm = ada.context
+    cm.add_message("user", "a question asked through the direct API")
+    result = cm.compile(ada.head)  # strips the first reply: a [reasoning] line is heard
+    message = await sim.client().beta.messages.create(**result.request)
+    direct = cm.record_reply(message, result)
+    strips: list[Any] = []
+    cm.on_thinking_strip(lambda strip, key: strips.append(strip))
+
+    await ada.run_turn("and the next turn")
+
+    assert strips == []
+    (line,) = reasoning_lines(ada)
+    assert "because your system text changed" in line
+    (notice,) = cm.messages(kind=REASONING_LOSS_KIND)
+    assert notice.sequence > cm.get_message(direct).sequence
+    sent = [
+        b["signature"]
+        for m in sim.requests[-1]["messages"]
+        for b in (m["content"] if isinstance(m["content"], list) else [])
+        if b.get("type") == "thinking"
+    ]
+    assert message.content[0].signature in sent  # type: ignore[union-attr]
