@@ -18,6 +18,11 @@ READ_LOG_TOOL = {
     "description": "Read the log.",
     "input_schema": {"type": "object"},
 }
+ACTIVATE_TOOL = {
+    "name": "activate_skill",
+    "description": "Grow tools.",
+    "input_schema": {"type": "object"},
+}
 GREP_TOOL = {"name": "grep", "description": "Search.", "input_schema": {"type": "object"}}
 THINKING_HEAD = Head(
     model="claude-opus-5-5",

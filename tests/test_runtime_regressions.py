@@ -8,15 +8,17 @@ from typing import Any
 import attrs
 import pytest
 from helpers import (
+    ACTIVATE_TOOL,
     GREP_TOOL,
     READ_LOG_TOOL,
     THINKING_HEAD,
     calling_script,
     reasoning_lines,
+    request_texts,
     runtime_on,
 )
 
-from context_manager import REASONING_LOSS_KIND
+from context_manager import REASONING_LOSS_KIND, Fold
 from context_manager.runtime import Agent
 from context_manager.simulator import Simulator
 
@@ -104,3 +106,41 @@ async def test_a_reply_recorded_against_a_direct_compile_between_turns_keeps_its
         if b.get("type") == "thinking"
     ]
     assert message.content[0].signature in sent  # type: ignore[union-attr]
+
+
+async def test_a_fold_after_a_notice_at_a_tool_round_boundary_keeps_the_result_and_the_line() -> (
+    None
+):
+    def script(request: dict[str, Any]) -> list[Any]:
+        results = json.dumps(request["messages"]).count('"tool_result"')
+        if results < 2 and "Ada was asked" not in json.dumps(request["messages"]):
+            return [
+                {"type": "thinking", "thinking": "step"},
+                {"type": "tool_use", "name": "activate_skill", "input": {}},
+            ]
+        return [{"type": "thinking", "thinking": "done"}, {"type": "text", "text": "Done."}]
+
+    sim = Simulator(script=script)
+    fold = Fold(lambda covered: "Ada was asked to use a tool.", trigger_tokens=400, keep_tokens=0)
+    head = attrs.evolve(THINKING_HEAD, tools=[ACTIVATE_TOOL])
+    ada = Agent("ada", head, strategy=fold)
+    calls: list[int] = []
+
+    def activate(_: dict[str, Any]) -> str:
+        calls.append(1)
+        if len(calls) == 1:  # the next compile strips: its line waits for the next boundary
+            ada.head = attrs.evolve(ada.head, tools=[ACTIVATE_TOOL, GREP_TOOL])
+            return "skill active"
+        return "second result: " + "grep " * 200  # the next compile folds
+
+    ada.tools["activate_skill"] = activate
+    runtime_on(sim).register(ada)
+    await ada.run_turn("please use tool")
+
+    line = next(text for text in reasoning_lines(ada) if "because your tools changed" in text)
+    after_fold = " ".join(request_texts(sim.requests[2]))
+    assert "Ada was asked to use a tool." in after_fold
+    assert "Result of your activate_skill call: second result: grep" in after_fold
+    assert line in after_fold
+    (summary,) = ada.context.messages(kind="summary")
+    assert line not in json.dumps([b.text for b in summary.content])  # type: ignore[union-attr]
