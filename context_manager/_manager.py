@@ -63,7 +63,6 @@ class ContextManager:
         self.token: str = uuid.uuid4().hex
         self._observers: list[StripObserver] = []
         self._deletion_observers: list[Callable[[str], None]] = []
-        self._reply_observers: list[Callable[[MessageId, CompileResult], None]] = []
         self._branch = self._ensure_branch()
         self._compiler = Compiler(self)
 
@@ -250,16 +249,6 @@ class ContextManager:
         self._deletion_observers.append(callback)
         return callback
 
-    def on_reply_recorded(
-        self, callback: Callable[[MessageId, CompileResult], None]
-    ) -> Callable[[MessageId, CompileResult], None]:
-        """Call ``callback(message_id, result)`` after each ``record_reply`` stores a reply.
-
-        An observer that raises is logged and never fails the recording. Returns ``callback``.
-        """
-        self._reply_observers.append(callback)
-        return callback
-
     def remove_strip_observer(self, callback: StripObserver) -> None:
         """Stop calling ``callback``; unknown callbacks are ignored."""
         if callback in self._observers:
@@ -301,23 +290,8 @@ class ContextManager:
     def record_reply(
         self, message: object, result: CompileResult, *, appended: Sequence[object] = ()
     ) -> MessageId:
-        """Store an assistant reply and stamp its thinking. See ``Compiler.record_reply``.
-
-        Then calls the ``on_reply_recorded`` observers (the runtime stores a notice heard from
-        this compile outside a turn only now, after the reply, so the reply stays valid).
-        """
-        message_id = self._compiler.record_reply(message, result, appended=appended)
-        for observer in list(self._reply_observers):
-            try:
-                observer(message_id, result)
-            except Exception as err:  # an observer never fails the recording
-                log.warning(
-                    "reply_observer_failed",
-                    namespace=self.namespace,
-                    message_id=message_id,
-                    error=repr(err),
-                )
-        return message_id
+        """Store an assistant reply and stamp its thinking. See ``Compiler.record_reply``."""
+        return self._compiler.record_reply(message, result, appended=appended)
 
     def release_thinking(self, message_id: MessageId, from_block: int = 0) -> None:
         """Release a reply's thinking on the current branch from ``from_block`` on.

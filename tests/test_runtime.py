@@ -197,17 +197,12 @@ async def test_a_reply_produced_by_a_call_with_drops_keeps_its_reasoning_on_the_
     assert all(c.reason is None for c in sim.verify({**call.request, "betas": list(call.betas)}))
 
 
-async def test_the_direct_apis_compile_between_turns_is_heard_and_stored_after_its_reply() -> (
-    None
-):
+async def test_the_direct_apis_compile_between_turns_is_heard_and_stored_at_once() -> None:
     sim = Simulator(script=tool_script())
     runtime = make(sim)
     ada = runtime.register(Agent("ada", HEAD))
     await ada.run_turn("hello")
-    ada.context.add_message("user", "asked directly")
-    result = ada.context.compile(attrs.evolve(HEAD, system="You are Ada, on call."))
-    assert notices(ada) == []  # held: stored now, it would stand before the reply
-    ada.context.record_reply(await sim.client().beta.messages.create(**result.request), result)
+    ada.context.compile(attrs.evolve(HEAD, system="You are Ada, on call."))
     (line,) = notices(ada)
     assert "because your system text changed" in line
     assert "this turn's" not in line
@@ -227,10 +222,8 @@ async def test_a_compile_before_the_first_turn_is_heard() -> None:
         ],
     )
     ada.context.compile(HEAD)
-    await ada.run_turn("a new question")  # the held line is stored as the turn opens
     (line,) = notices(ada)
     assert 'the one beginning "old"' in line
-    assert ada.context.messages(limit=None)[2].metadata.kind == REASONING_LOSS_KIND
 
 
 async def test_nothing_is_told_for_a_removed_agent() -> None:

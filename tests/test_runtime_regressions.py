@@ -77,6 +77,11 @@ async def test_a_turn_cut_after_its_tool_result_and_a_notice_is_finished_on_resu
     assert await ada.resume_turn() is None
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 17 item 4, not fixed: the line heard outside a turn is stored between the "
+    "compile and its reply (holding it needs a branch-aware release and a model-based update)",
+)
 async def test_a_reply_recorded_against_a_direct_compile_between_turns_keeps_its_reasoning() -> (
     None
 ):

@@ -77,7 +77,6 @@ class Agent:
     _context: ContextManager | None = attrs.field(default=None, init=False, repr=False)
     _turn: Turn | None = attrs.field(default=None, init=False, repr=False)
     _deferred: list[tuple[str, str]] = attrs.field(factory=list, init=False, repr=False)
-    _held: list[str] = attrs.field(factory=list, init=False, repr=False)
     _lock: asyncio.Lock = attrs.field(factory=asyncio.Lock, init=False, repr=False)
     _teller: ReasoningLossTeller | None = attrs.field(default=None, init=False, repr=False)
     removed: bool = attrs.field(default=False, init=False)
@@ -163,23 +162,6 @@ class Agent:
         if line:
             self.notify(line, REASONING_LOSS_KIND)
 
-    def _deliver_after_reply(self, line: str | None) -> None:
-        """A strip's line. Outside a turn it is held until the reply to the compile that made
-        it is recorded (or the next turn opens): stored between that compile and its reply, it
-        would change what precedes the reply, and the next compile would strip it, untold."""
-        if not line:
-            return
-        if self._turn is not None:
-            self.notify(line, REASONING_LOSS_KIND)
-        else:
-            self._held.append(line)
-
-    def _release_held(self) -> None:
-        """Store the held lines now (a reply was recorded, or a turn opens)."""
-        held, self._held = self._held, []
-        for line in held:
-            self.notify(line, REASONING_LOSS_KIND)  # mid-turn, it waits for the boundary
-
     @contextlib.asynccontextmanager
     async def forked(self, name: str) -> AsyncIterator[Agent]:
         """Run on a fork of the current branch; on exit, switch back and forget its told state.
@@ -211,7 +193,6 @@ class Agent:
                 "content; nothing was stored"
             )
         async with self._lock:
-            self._release_held()
             self._open()
             try:
                 self.context.add_message("user", blocks)
@@ -232,8 +213,6 @@ class Agent:
             open_calls = _unanswered(tail)
             if not open_calls and not _awaits_answer(tail):
                 return None
-            if not open_calls:  # a held line would stand between a call and its results
-                self._release_held()
             self._open()
             try:
                 if open_calls:

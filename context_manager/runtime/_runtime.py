@@ -97,14 +97,11 @@ class Runtime:
             if agent.removed:
                 return
             try:
-                agent._deliver_after_reply(
-                    teller.for_strip(agent.name, key, strip, agent.turn_state())
-                )
+                agent._deliver(teller.for_strip(agent.name, key, strip, agent.turn_state()))
             except Exception as err:  # the teller never fails a compile
                 log.error("teller_failed", agent=agent.name, error=repr(err), line="[reasoning]")
 
         context.on_thinking_strip(hear)
-        context.on_reply_recorded(lambda _id, _result: agent._release_held())
         context.on_branch_deleted(lambda key: teller.forget(agent.name, key))
 
     def remove(self, name: str) -> Agent:
