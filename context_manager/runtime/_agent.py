@@ -51,7 +51,11 @@ class Turn:
 
 @attrs.frozen
 class TurnResult:
-    """What a turn stored: replies, tool calls, notices, and why it stopped."""
+    """What a turn stored: replies, tool calls, notices, and why it stopped.
+
+    ``replies`` and ``notices`` are stored message ids (read a notice's text with
+    ``agent.context.get_message(id).content[0].text``).
+    """
 
     replies: tuple[MessageId, ...]
     tool_calls: tuple[ToolCall, ...]
