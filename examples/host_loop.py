@@ -5,6 +5,7 @@ Runs against the simulator (no API key, no network): ``python examples/host_loop
 
 from __future__ import annotations
 
+# readme: start (the README's "A host's own loop" shows this part verbatim; a test checks it)
 import asyncio
 import logging
 import sys
@@ -61,6 +62,9 @@ async def main(db: Path) -> list[str]:
     await run_turn("The deploy failed; what do you think?", HEAD)
     await run_turn("Roll back, then?", attrs.evolve(HEAD, tools=[]))  # a tool change
     return [m.content[0].text for m in cm.messages(kind="reasoning-loss")]  # type: ignore[union-attr]
+
+
+# readme: end
 
 
 if __name__ == "__main__":

@@ -82,11 +82,15 @@ class _Reader:
         return mine
 
     def newest_named(self, replies: Sequence[MessageId]) -> StoredMessage | None:
-        """The newest reply the store can read and a line can name."""
+        """The newest reply the store can read, when a line can name it.
+
+        Never an older one: "up to" an older reply would leave the newest out of the line. A
+        newest reply with neither text nor a tool call gives the unnamed wording (``None``).
+        """
         for reply in list(reversed(replies))[:NAME_SCAN_LIMIT]:
             message = self.get(reply)
-            if message is not None and name_reply(message) is not None:
-                return message
+            if message is not None:
+                return message if name_reply(message) is not None else None
         return None
 
 

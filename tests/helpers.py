@@ -4,20 +4,66 @@ Readers of what a user can see: a request's texts and thinking, a context's mess
 ``[reasoning]`` notices. Simulator helpers: ``sdk_client`` (the real SDK client in-process or over
 the loopback server), ``wire_reply`` (a reply as the assistant message a client sends back) and
 ``transformations`` (a reply's ``input_transformations`` as ``(type, path, reason)`` triples).
-They assert nothing, so a test's meaning stays in the test.
+Builders: ``THINKING_HEAD`` and its tools, ``calling_script`` (a simulator script that calls a
+tool when asked), ``runtime_on`` (a runtime on the simulator's SDK client). They assert nothing,
+so a test's meaning stays in the test.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
 import anthropic
 
-from context_manager import REASONING_LOSS_KIND, ContextManager, TextBlock
-from context_manager.runtime import Agent
+from context_manager import REASONING_LOSS_KIND, ContextManager, Head, MemoryStore, Store, TextBlock
+from context_manager.runtime import Agent, RetryPolicy, Runtime
 from context_manager.simulator import Simulator
+
+READ_LOG_TOOL = {
+    "name": "read_log",
+    "description": "Read the log.",
+    "input_schema": {"type": "object"},
+}
+ACTIVATE_TOOL = {
+    "name": "activate_skill",
+    "description": "Grow tools.",
+    "input_schema": {"type": "object"},
+}
+GREP_TOOL = {"name": "grep", "description": "Search.", "input_schema": {"type": "object"}}
+THINKING_HEAD = Head(
+    model="claude-opus-5-5",
+    system="You are Ada.",
+    tools=[READ_LOG_TOOL],
+    settings={"max_tokens": 2048, "thinking": {"type": "adaptive"}},
+)
+FAST_RETRY = RetryPolicy(attempts=4, base_delay=0.001, max_delay=0.002)
+
+
+def calling_script(
+    tool: str = "read_log", *, think: bool = True
+) -> Callable[[dict[str, Any]], list[Any]]:
+    """A simulator script: call ``tool`` once when the user asks to ``use tool``; else answer."""
+
+    def script(request: dict[str, Any]) -> list[Any]:
+        last = request["messages"][-1]
+        content = last["content"] if isinstance(last["content"], list) else []
+        thought = [{"type": "thinking", "thinking": "considering"}] if think else []
+        if any(b.get("type") == "tool_result" for b in content):
+            return [*thought, {"type": "text", "text": "The log says all is well."}]
+        said = " ".join(b.get("text", "") for b in content if b.get("type") == "text")
+        if "use tool" in said:
+            return [*thought, {"type": "tool_use", "name": tool, "input": {}}]
+        return [*thought, {"type": "text", "text": f"Noted: {said[:40]}"}]
+
+    return script
+
+
+def runtime_on(sim: Simulator, store: Store | None = None) -> Runtime:
+    """A ``Runtime`` on the simulator's real SDK client, fast retries, a memory store by default."""
+    return Runtime(sim.client(), store or MemoryStore(), retry=FAST_RETRY)
+
 
 TRANSPORTS = ("in-process", "loopback")
 """How a test reaches the simulator: ``sim.client()``, or the SDK over ``sim.serve()``."""

@@ -29,3 +29,21 @@ def test_the_quickstart_example_runs() -> None:
     done = run("quickstart.py")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip()
+
+
+def readme_part_of(source: str) -> str:
+    """The lines of an example between its ``# readme: start`` and ``# readme: end`` markers."""
+    lines = source.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("# readme: start"))
+    end = next(i for i, line in enumerate(lines) if line.startswith("# readme: end"))
+    return "\n".join(lines[start + 1 : end]).strip() + "\n"
+
+
+def test_the_readme_host_loop_is_the_tested_example_code_with_its_imports() -> None:
+    readme = (EXAMPLES.parent / "README.md").read_text(encoding="utf-8")
+    shown = readme_part_of((EXAMPLES / "host_loop.py").read_text(encoding="utf-8"))
+    section = readme.split("### A host's own loop", 1)[1].split("\n## ", 1)[0]
+    assert f"```python\n{shown}```" in section
+    assert "from notices import" in shown
+    assert "client = " in shown
+    assert "HEAD = Head(" in shown

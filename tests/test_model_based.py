@@ -624,14 +624,11 @@ class ReliabilityMachine(RuleBasedStateMachine):
         mine = {r for r in replies if _owns(turn, self._read(r))}
         if strip.cause in ("head", "first") and untold:
             if strip.cause == "head":
-                named = next(
-                    (
-                        m
-                        for r in reversed(replies)
-                        if (m := self._read(r)) is not None and name_reply(m) is not None
-                    ),
-                    None,
+                # SPEC 9: the newest readable reply, named when it has text or a tool call
+                newest = next(
+                    (m for r in reversed(replies) if (m := self._read(r)) is not None), None
                 )
+                named = newest if newest is not None and name_reply(newest) else None
                 line = reasoning_loss_line(
                     AGENT, "head", reply=named, this_turn=bool(mine), changed=strip.changed
                 )

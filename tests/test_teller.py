@@ -193,16 +193,14 @@ def test_a_head_change_skips_replies_the_store_cannot_read(
     """The newest reply the store can read is named; with none readable, "earlier replies"."""
     key = ada.current_branch_key()
     readable = reply(ada, "Still here.")
-    thinking_only = reply(ada)
+    called = reply(ada, tool="read_log")
 
-    named = teller.for_strip(
-        "ada", key, strip("head", (readable, thinking_only, "msg_gone"), key), IDLE
-    )
+    named = teller.for_strip("ada", key, strip("head", (readable, called, "msg_gone"), key), IDLE)
     unnamed = teller.for_strip(
         "ada", key, strip("head", ("msg_gone", "msg_lost"), key, ("system",)), IDLE
     )
 
-    assert head_line('the one beginning "Still here."') == named
+    assert head_line("the one that called read_log") == named
     expected = (
         "[reasoning] ada: The reasoning behind your earlier replies is no longer in your context, "
         f"because your system text changed. {WORDS} {EARLIER}"

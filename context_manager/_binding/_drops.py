@@ -14,7 +14,7 @@ import attrs
 
 from context_manager._model._content import Block, is_thinking, to_blocks
 from context_manager._model._log import library_logger
-from context_manager._model._messages import MessageId
+from context_manager._model._messages import MessageId, StoredMessage
 from context_manager._model._results import ProvenanceEntry
 
 log = library_logger("context_manager.drops")
@@ -76,6 +76,8 @@ class RoundDrop:
     """A dropped block in a round the host appended after the compiled messages (not stored yet).
 
     ``content`` is the round's blocks when they could be read (for naming it), else ``None``.
+    ``message_id`` is the stored reply when the host passed the round as a ``StoredMessage``
+    (its block ``j`` is then the stored block ``j``), so the release policy applies to it.
     """
 
     round: int
@@ -83,6 +85,7 @@ class RoundDrop:
     reason: str
     path: str
     content: tuple[Block, ...] | None = attrs.field(default=None, eq=False, repr=False)
+    message_id: MessageId | None = attrs.field(default=None, kw_only=True)
 
 
 @attrs.frozen
@@ -155,11 +158,14 @@ class PlacedDrops:
         runs from its block on, so each reply gets its lowest released block.
         """
         lowest: dict[MessageId, int] = {}
-        for drop in self.replies:
-            if drop.block is None or drop.reason not in RELEASED_REASONS:
+        placed: list[tuple[MessageId | None, int | None, str]]
+        placed = [(d.message_id, d.block, d.reason) for d in self.replies]
+        placed += [(r.message_id, r.j, r.reason) for r in self.rounds]  # stored rounds too
+        for message_id, block, reason in placed:
+            if message_id is None or block is None or reason not in RELEASED_REASONS:
                 continue
-            prior = lowest.get(drop.message_id)
-            lowest[drop.message_id] = drop.block if prior is None else min(prior, drop.block)
+            prior = lowest.get(message_id)
+            lowest[message_id] = block if prior is None else min(prior, block)
         return tuple(lowest.items())
 
 
@@ -250,7 +256,11 @@ def place_thinking_drops(
             if content is not None and not (j < len(content) and is_thinking(content[j])):
                 unplaced.append(UnplacedDrop(drop.path, drop.reason, WHY_NOT_THINKING))
                 continue
-            placed_rounds.append(RoundDrop(k, j, drop.reason, drop.path, content))
+            stored = rounds[k]
+            message_id = stored.id if isinstance(stored, StoredMessage) else None
+            placed_rounds.append(
+                RoundDrop(k, j, drop.reason, drop.path, content, message_id=message_id)
+            )
             continue
         source = provenance[i].single_source
         if source is None:

@@ -164,10 +164,22 @@ def message_record(message: StoredMessage, branch: str) -> dict[str, Any]:
         "role": message.role,
         "kind": message.metadata.kind,
         "target": message.metadata.target,
-        "text": message_text(message),
+        "text": message_text(message) or _described(message),
         "blocks": [block_type(b) for b in message.content],
         "created_at": message.created_at.isoformat(),
     }
+
+
+def _described(message: StoredMessage) -> str:
+    """A message with no text, described in short: its tool calls and results (``--json``)."""
+    parts = []
+    for block in message.content:
+        if isinstance(block, ToolUseBlock):
+            parts.append(f"called {clean(block.name)}")
+        elif isinstance(block, ToolResultBlock):
+            label = "error result" if block.is_error else "result"
+            parts.append(f"{label}: {preview(_result_text(block))}")
+    return "; ".join(parts)
 
 
 def block_type(block: Block) -> str:

@@ -156,13 +156,18 @@ def _show_messages(
 
     if not json_lines:
         print(style(_heading(cm, record, kind), DIM, color), file=out)
+    matched = False
     for message in _messages(cm, record.ref.name, kind):
+        matched = True
         if json_lines:
             line = json.dumps(message_record(message, branch_name(message.branch)))
             print(line, file=out)
         else:
             for text in format_message(message, color=color, clock=True):
                 print(text, file=out)
+    if not matched and not json_lines:
+        what = f"of kind {kind!r} " if kind else ""
+        print(f"no message {what}matched on branch {record.ref.name}", file=out)
 
 
 def _heading(cm: ContextManager, record: BranchRecord, kind: str | None) -> str:

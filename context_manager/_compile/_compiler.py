@@ -20,7 +20,7 @@ import attrs
 
 from context_manager._binding._chain import CHAIN_SEED, feed_block
 from context_manager._binding._stamp import stamp_reply
-from context_manager._model._content import Block, block_to_wire, is_thinking, to_blocks
+from context_manager._model._content import Block, block_to_wire, is_thinking, reply_blocks
 from context_manager._model._errors import OverBudget
 from context_manager._model._head import Head, ThinkingBinding
 from context_manager._model._log import library_logger
@@ -220,7 +220,7 @@ class Compiler:
         state = self._extend_cached(key, cache_key, serial, ctx, lineage, dry_run)
         limit = self._window_limit(budget)
         if state is None:
-            state = self._full_render(ctx, lineage, record, serial, windowed=limit is not None)
+            state = self._full_render(ctx, lineage, record, serial, windowed=limit)
 
         strategy = m.strategy
         fold = (
@@ -352,17 +352,17 @@ class Compiler:
         *,
         start: int | None = None,
         summary: StoredMessage | None = None,
-        windowed: bool = False,
+        windowed: tuple[int, int] | None = None,
     ) -> RenderState:
         m = self.manager
         if summary is None:
             summary = self._latest_summary(lineage)
         base = covers_upto(summary) + 1 if summary is not None else 0
-        if start is None and windowed:
+        if start is None and windowed is not None:
             if record.anchor is not None and record.anchor >= base:
                 start = record.anchor
             else:
-                start = self._cold_anchor(lineage, base)
+                start = self._cold_anchor(lineage, base, windowed)
         start = max(base, start or 0)
         messages = m.store.read(m.namespace, lineage, after=start - 1)
         self._prefetch(messages)
@@ -374,10 +374,14 @@ class Compiler:
             render_message(state, ctx, message)
         return state
 
-    def _cold_anchor(self, lineage: Lineage, base: int) -> int:
-        """A window start found from the newest message backwards, reading O(window)."""
+    def _cold_anchor(self, lineage: Lineage, base: int, limit: tuple[int, int]) -> int:
+        """A window start found from the newest message backwards, reading O(window).
+
+        ``limit`` is the compile's ``(target, cap)`` (a ``Window``'s, a budget's, or the lower);
+        a history from ``base`` that fits the cap starts at ``base``. A stored summary is not a
+        start: what it does not cover starts at ``base``.
+        """
         m = self.manager
-        limit = self._window_limit(None) or (0, 0)
         cap = max(limit[1], 1)
         spans: list[Span] = []
         tail = 0
@@ -389,15 +393,19 @@ class Compiler:
             chunk = [msg for msg in chunk if msg.sequence >= base]
             if not chunk:
                 break
+            upto = chunk[-1].sequence - 1
             for msg in chunk:
                 tokens = m.estimator(
                     {"role": msg.role, "content": [block_to_wire(b) for b in msg.content]}
                 )
                 tail += tokens
+                if msg.metadata.kind == SUMMARY_KIND:
+                    continue  # rendered first whatever the start: never a start itself
                 spans.append(Span(msg.sequence, tokens, is_clean_start(msg)))
-            upto = chunk[-1].sequence - 1
             if len(chunk) < READ_CHUNK:
                 break
+        if tail <= cap:
+            return base
         anchor = jump_anchor(spans[::-1], limit[0])
         return anchor if anchor is not None else base
 
@@ -539,7 +547,7 @@ class Compiler:
                 f"compile {result.compile_id} was for branch {result.branch}, but the current "
                 f"branch is {m.current_branch_key()}; switch back before recording"
             )
-        blocks = to_blocks(message)
+        blocks = reply_blocks(message)
         stamped = stamp_reply(blocks, result, appended, message)
         for index in stamped.unsigned:
             log.warning(

@@ -48,7 +48,12 @@ def plan_fold(
     if not window:
         return None  # nothing stored since the last fold: there is nothing to fold
     cut = fold_cut(spans, keep_tokens)
-    mid_round = answers_tools(window[-1])
+    # The round is judged by the newest message other than a system one: a notice stored at
+    # the tool round's boundary stays after the fold, unfolded, so the agent sees it.
+    rounds = list(window)
+    while len(rounds) > 1 and rounds[-1].role == "system":
+        rounds.pop()
+    mid_round = answers_tools(rounds[-1])
     # Mid-round, a kept tail would replay the in-flight call without its thinking, which
     # cannot stay valid across a new prefix: the simple shape replays nothing older.
     simple = cut is None or (mid_round and carries_thinking)
@@ -56,8 +61,8 @@ def plan_fold(
     last = window[-1]
     if simple:
         if mid_round:
-            inflight = inflight_text(window)
-            upto = last.sequence
+            inflight = inflight_text(rounds)
+            upto = rounds[-1].sequence
         elif is_clean_start(last):
             upto = last.sequence - 1
         else:

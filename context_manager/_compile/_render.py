@@ -275,7 +275,9 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
         _push(
             state, ctx, "user", [{"type": "text", "text": OMITTED_HISTORY_TEXT}], "synthetic", None
         )
-    if state.open_tool_uses and role != "user":
+    follows_reply = role == "assistant" and state.messages[-1]["role"] == "assistant"
+    if state.open_tool_uses and role != "user" and not follows_reply:
+        # a reply stored right after a reply merges with it; the round stays open for both
         _push(state, ctx, "user", _synthetic_results(state.open_tool_uses), "synthetic", None)
         state.open_tool_uses = {}
 

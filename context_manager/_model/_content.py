@@ -232,6 +232,29 @@ def to_blocks(content: object) -> tuple[Block, ...]:
     raise TypeError(f"content {content!r} is not a string, a block or an iterable of blocks")
 
 
+def reply_blocks(reply: object) -> tuple[Block, ...]:
+    """A reply's content blocks: an SDK message, a response body as a dict, or blocks.
+
+    A dict is read as a response body when it has ``"type": "message"`` or a ``content`` list
+    (what a host using ``httpx``, or a recorded response, has): its ``content`` blocks.
+
+    Raises:
+        TypeError: a dict that is not a response body (a single block is not a reply), or
+            anything ``to_blocks`` refuses.
+    """
+    if isinstance(reply, Mapping):
+        content = reply.get("content")
+        if reply.get("type") == "message" or isinstance(content, list):
+            if not isinstance(content, list):
+                raise TypeError(f"response body {reply!r:.120} has no content list")
+            return to_blocks(content)
+        raise TypeError(
+            f"reply {reply!r:.120} is not a response body (a dict with \"type\": \"message\" "
+            "or a content list); pass the SDK message, the response body or its content blocks"
+        )
+    return to_blocks(reply)
+
+
 def blocks_to_wire(blocks: Iterable[Block]) -> list[dict[str, Any]]:
     """Wire dicts for ``blocks``, in order."""
     return [_unstructure_block(b) for b in blocks]

@@ -16,6 +16,7 @@ from typing import Any, Literal
 import anthropic
 import attrs
 
+from context_manager._compile._fold import SUMMARY_KIND
 from context_manager._compile._strategies import Passthrough, Strategy
 from context_manager._manager import ContextManager
 from context_manager._model._content import TextBlock, ToolResultBlock, ToolUseBlock, to_blocks
@@ -50,7 +51,11 @@ class Turn:
 
 @attrs.frozen
 class TurnResult:
-    """What a turn stored: replies, tool calls, notices, and why it stopped."""
+    """What a turn stored: replies, tool calls, notices, and why it stopped.
+
+    ``replies`` and ``notices`` are stored message ids (read a notice's text with
+    ``agent.context.get_message(id).content[0].text``).
+    """
 
     replies: tuple[MessageId, ...]
     tool_calls: tuple[ToolCall, ...]
@@ -181,12 +186,20 @@ class Agent:
         """Run one turn: store ``trigger`` as the user's message and loop until no tool is called.
 
         Raises:
+            ValueError: the trigger is blank (no block other than whitespace text); nothing is
+                stored and no call is made.
             anthropic.APIStatusError: the provider refused a call (after retries where retryable).
         """
+        blocks = to_blocks(trigger)
+        if all(isinstance(b, TextBlock) and not b.text.strip() for b in blocks):
+            raise ValueError(
+                f"blank trigger {trigger!r}: a turn needs a user message with some text or "
+                "content; nothing was stored"
+            )
         async with self._lock:
             self._open()
             try:
-                self.context.add_message("user", to_blocks(trigger))
+                self.context.add_message("user", blocks)
                 return await self._loop()
             finally:
                 self._close()
@@ -194,14 +207,15 @@ class Agent:
     async def resume_turn(self) -> TurnResult | None:
         """Finish a turn a crash interrupted: roll back an unanswered round, then go on.
 
-        Returns ``None`` when there is nothing to resume (the branch ends with no open round and
-        no unanswered user message).
+        Any turn whose last stored message is not the model's answer is finished: system
+        messages (notices, head changes) stored after a tool result or a user message do not
+        end it. Returns ``None`` when there is nothing to resume (no open round, and the newest
+        message other than a system one is the model's).
         """
         async with self._lock:
             tail = self.context.messages(limit=None, since=self._recent_floor())
             open_calls = _unanswered(tail)
-            ends_with_user = bool(tail) and tail[-1].role == "user"
-            if not open_calls and not ends_with_user:
+            if not open_calls and not _awaits_answer(tail):
                 return None
             self._open()
             try:
@@ -279,6 +293,15 @@ class Agent:
         self._turn = None
         notices.extend(self._flush())
         return TurnResult(tuple(replies), tuple(calls), tuple(notices), stop_reason)
+
+
+def _awaits_answer(messages: Sequence[Any]) -> bool:
+    """True when the newest message that is neither a system one nor a fold's summary is the
+    user's (a trigger or tool results): the model has not answered it yet."""
+    for message in reversed(messages):
+        if message.role != "system" and message.metadata.kind != SUMMARY_KIND:
+            return bool(message.role == "user")
+    return False
 
 
 def _unanswered(messages: Sequence[Any]) -> list[ToolUseBlock]:
