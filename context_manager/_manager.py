@@ -33,6 +33,9 @@ MAIN_BRANCH = "main"
 StripObserver: TypeAlias = Callable[[ThinkingStrip, str], None]
 """``observer(strip, branch_key)``: called once per committing compile that strips."""
 
+ReplyObserver: TypeAlias = Callable[[MessageId, CompileResult], None]
+"""``observer(message_id, result)``: called after ``record_reply`` stores a reply."""
+
 Estimator: TypeAlias = Callable[[Any], int]
 """Token estimate of one wire message (a dict)."""
 
@@ -63,6 +66,7 @@ class ContextManager:
         self.token: str = uuid.uuid4().hex
         self._observers: list[StripObserver] = []
         self._deletion_observers: list[Callable[[str], None]] = []
+        self._reply_observers: list[ReplyObserver] = []
         self._branch = self._ensure_branch()
         self._compiler = Compiler(self)
 
@@ -249,6 +253,18 @@ class ContextManager:
         self._deletion_observers.append(callback)
         return callback
 
+    def on_reply_recorded(self, callback: ReplyObserver) -> ReplyObserver:
+        """Call ``callback(message_id, result)`` after each ``record_reply`` stores a reply.
+
+        ``result`` is the compile the reply was recorded against (its branch is current). The
+        runtime stores a ``[reasoning]`` line heard from a direct-API compile outside a turn
+        only now, after the reply, so the line never stands between that compile's request and
+        its reply. An observer that raises is logged and never fails the recording. Returns
+        ``callback``.
+        """
+        self._reply_observers.append(callback)
+        return callback
+
     def remove_strip_observer(self, callback: StripObserver) -> None:
         """Stop calling ``callback``; unknown callbacks are ignored."""
         if callback in self._observers:
@@ -290,8 +306,22 @@ class ContextManager:
     def record_reply(
         self, message: object, result: CompileResult, *, appended: Sequence[object] = ()
     ) -> MessageId:
-        """Store an assistant reply and stamp its thinking. See ``Compiler.record_reply``."""
-        return self._compiler.record_reply(message, result, appended=appended)
+        """Store an assistant reply and stamp its thinking. See ``Compiler.record_reply``.
+
+        Then calls the ``on_reply_recorded`` observers.
+        """
+        message_id = self._compiler.record_reply(message, result, appended=appended)
+        for observer in list(self._reply_observers):
+            try:
+                observer(message_id, result)
+            except Exception as err:  # an observer never fails the recording
+                log.warning(
+                    "reply_observer_failed",
+                    namespace=self.namespace,
+                    message_id=message_id,
+                    error=repr(err),
+                )
+        return message_id
 
     def release_thinking(self, message_id: MessageId, from_block: int = 0) -> None:
         """Release a reply's thinking on the current branch from ``from_block`` on.

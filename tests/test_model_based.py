@@ -203,6 +203,9 @@ class BranchModel:
     drop_released: dict[str, int] = attrs.field(factory=dict)
     notices: list[str] = attrs.field(factory=list)
     """The ``[reasoning]`` lines the branch must show, oldest first (a fork inherits them)."""
+    held: list[str] = attrs.field(factory=list)
+    """Lines told by a compile outside a turn (the host's fold): held until the next turn
+    opens on this branch, then stored first (a fork does not inherit them)."""
     told: set[str] = attrs.field(factory=set)
     """Reply ids told on this branch (not inherited: told state is per branch key)."""
     compiled: bool = False
@@ -487,6 +490,7 @@ class ReliabilityMachine(RuleBasedStateMachine):
         self.shapes = list(spec.shapes)
         self.mid_turn, self.mid_round, self.mid_arg = spec.mid_turn, spec.mid_round, spec.mid_arg
         self.tool_runs = 0
+        self.events.append(("open", self.cm.current_branch_key()))
         self._run(self.agent.run_turn(f"Turn {self._next()}: please carry on."))
         self.mid_turn = "none"
 
@@ -581,6 +585,7 @@ class ReliabilityMachine(RuleBasedStateMachine):
         gone = self.cm.delete_branch(others[k % len(others)].name)
         key = f"{gone.id}@{gone.created}"
         self.branches[key].told.clear()
+        self.branches[key].held.clear()
         if self.incident is not None and self.incident[0] == key:
             self.incident = None
         assert self.runtime.teller.told_count(AGENT, key) == 0
@@ -598,8 +603,12 @@ class ReliabilityMachine(RuleBasedStateMachine):
         except KeyError:
             return None
 
-    def _tell(self, key: str, line: str) -> None:
-        self.branches[key].notices.append(line)
+    def _tell(self, key: str, line: str, *, live: bool = True) -> None:
+        """A line told on branch ``key``: stored now (a turn stores it at its boundary), or,
+        told outside a turn, held until the next turn opens on that branch (SPEC 9 leaves it
+        open; the runtime never stores it between a compile and the reply recorded for it)."""
+        branch = self.branches[key]
+        (branch.notices if live else branch.held).append(line)
         STATS["notices"] += 1
 
     def _on_strip(
@@ -634,7 +643,7 @@ class ReliabilityMachine(RuleBasedStateMachine):
                 )
             else:
                 line = self._count_line(untold, mine)
-            self._tell(key, line)
+            self._tell(key, line, live=turn.live)
         elif strip.cause == "messages" and turn.live and mine and untold:
             self._tell(key, self._count_line(untold, mine))
         branch.told.difference_update(replies)
@@ -763,7 +772,11 @@ class ReliabilityMachine(RuleBasedStateMachine):
         calls = self.sim.calls
         while self.events:
             kind, payload = self.events.pop(0)
-            if kind == "strip":
+            if kind == "open":  # a turn opens: the lines held for its branch are stored
+                branch = self.branches[payload]
+                branch.notices.extend(branch.held)
+                branch.held.clear()
+            elif kind == "strip":
                 self._on_strip(*payload)
             elif kind == "call":
                 call = calls[self.calls_seen]

@@ -191,15 +191,22 @@ async def test_a_reply_produced_by_a_call_with_drops_keeps_its_reasoning_on_the_
     assert all(c.reason is None for c in sim.verify({**call.request, "betas": list(call.betas)}))
 
 
-async def test_the_direct_apis_compile_between_turns_is_heard_and_stored_at_once() -> None:
+async def test_the_direct_apis_compile_between_turns_is_heard_and_stored_after_its_reply() -> None:
     sim = Simulator(script=tool_script())
     runtime = make(sim)
     ada = runtime.register(Agent("ada", HEAD))
     await ada.run_turn("hello")
-    ada.context.compile(attrs.evolve(HEAD, system="You are Ada, on call."))
+    ada.context.add_message("user", "asked directly")
+    result = ada.context.compile(attrs.evolve(HEAD, system="You are Ada, on call."))
+    assert notices(ada) == []  # held: stored now, it would stand before the reply
+    reply = ada.context.record_reply(
+        await sim.client().beta.messages.create(**result.request), result
+    )
     (line,) = notices(ada)
     assert "because your system text changed" in line
     assert "this turn's" not in line
+    assert ada.context.messages(limit=None)[-1].metadata.kind == REASONING_LOSS_KIND
+    assert ada.context.messages(limit=None)[-2].id == reply
 
 
 async def test_a_compile_before_the_first_turn_is_heard() -> None:
@@ -216,8 +223,13 @@ async def test_a_compile_before_the_first_turn_is_heard() -> None:
         ],
     )
     ada.context.compile(HEAD)
+    assert notices(ada) == []  # held until a reply is recorded or a turn opens
+    result = await ada.run_turn("a new question")
     (line,) = notices(ada)
     assert 'the one beginning "old"' in line
+    stored = ada.context.messages(limit=None)
+    assert [m.metadata.kind for m in stored[2:4]] == [REASONING_LOSS_KIND, None]
+    assert result.notices == (stored[2].id,)
 
 
 async def test_nothing_is_told_for_a_removed_agent() -> None:

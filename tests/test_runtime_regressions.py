@@ -13,6 +13,7 @@ from helpers import (
     READ_LOG_TOOL,
     THINKING_HEAD,
     calling_script,
+    message_texts,
     notice_texts,
     request_texts,
     runtime_on,
@@ -77,14 +78,13 @@ async def test_a_turn_cut_after_its_tool_result_and_a_notice_is_finished_on_resu
     assert await ada.resume_turn() is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 17 item 4, not fixed: the line heard outside a turn is stored between the "
-    "compile and its reply (holding it needs a branch-aware release and a model-based update)",
-)
 async def test_a_reply_recorded_against_a_direct_compile_between_turns_keeps_its_reasoning() -> (
     None
 ):
+    """The line a direct-API compile outside a turn makes is held for its branch and stored
+    after the reply recorded against that compile (or as the next turn opens there), never
+    between the compile and its reply: the reply then stays valid at the next turn (SPEC 9
+    leaves when such a line is stored open; it still rides with the branch's next request)."""
     sim = Simulator(script=calling_script())
     ada = runtime_on(sim).register(Agent("ada", THINKING_HEAD))
     await ada.run_turn("hello")
@@ -154,3 +154,66 @@ async def test_a_fold_after_a_notice_at_a_tool_round_boundary_keeps_the_result_a
     assert line in after_fold
     (summary,) = ada.context.messages(kind="summary")
     assert line not in json.dumps([b.text for b in summary.content])  # type: ignore[union-attr]
+
+
+async def test_a_line_held_from_a_direct_compile_is_stored_on_its_own_branch_only() -> None:
+    """A held line waits for its own branch: a turn on another branch does not store it there,
+    and the next turn on its branch stores it as the turn opens (it rides with that request)."""
+    sim = Simulator(script=calling_script())
+    ada = runtime_on(sim).register(Agent("ada", THINKING_HEAD))
+    await ada.run_turn("hello")
+    ada.head = attrs.evolve(ada.head, system="You are Ada, on call.")
+    cm = ada.context
+    cm.compile(ada.head)  # a committing compile on main that is never sent
+    cm.fork("side")
+    await ada.run_turn("on the side")
+    assert cm.messages(branch="main", kind=REASONING_LOSS_KIND) == []
+    assert notice_texts(ada) == []  # the fork appends the head change: nothing is lost there
+
+    cm.switch_branch("main")
+    turn = await ada.run_turn("back on main")
+
+    (line,) = notice_texts(ada)
+    assert "because your system text changed" in line
+    assert turn.notices == (cm.messages(kind=REASONING_LOSS_KIND)[0].id,)
+    assert line in request_texts(sim.requests[-1])
+    assert message_texts(cm, branch="side", kind=REASONING_LOSS_KIND) == []
+
+
+async def test_a_line_held_past_a_direct_reply_that_calls_a_tool_follows_the_rounds_answer() -> (
+    None
+):
+    """A reply recorded outside a turn that calls a tool keeps the held line waiting (it
+    never stands between a call and its result); the next reply recorded there stores it."""
+    sim = Simulator(script=calling_script())
+    ada = runtime_on(sim).register(Agent("ada", THINKING_HEAD))
+    await ada.run_turn("hello")
+    cm = ada.context
+    cm.add_message("user", "please use tool")
+    result = cm.compile(attrs.evolve(ada.head, system="You are Ada, on call."))
+    message = await sim.client().beta.messages.create(**result.request)
+    cm.record_reply(message, result)
+    assert notice_texts(ada) == []
+    (use,) = [b for b in message.content if b.type == "tool_use"]
+    cm.add_message("user", [{"type": "tool_result", "tool_use_id": use.id, "content": "ok"}])
+    result = cm.compile(attrs.evolve(ada.head, system="You are Ada, on call."))
+    final = cm.record_reply(await sim.client().beta.messages.create(**result.request), result)
+
+    stored = cm.messages(limit=None)
+    assert [m.id for m in stored[-2:]] == [final, cm.messages(kind=REASONING_LOSS_KIND)[0].id]
+
+
+async def test_a_line_held_for_a_deleted_branch_is_never_stored() -> None:
+    sim = Simulator(script=calling_script())
+    ada = runtime_on(sim).register(Agent("ada", THINKING_HEAD))
+    await ada.run_turn("hello")
+    cm = ada.context
+    cm.fork("side")
+    cm.compile(attrs.evolve(ada.head, system="You are Ada, on call."))  # held for "side"
+    cm.switch_branch("main")
+    cm.delete_branch("side")
+
+    await ada.run_turn("and on main")
+
+    assert [b.name for b in cm.list_branches()] == ["main"]
+    assert notice_texts(ada) == []

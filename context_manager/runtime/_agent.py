@@ -2,8 +2,10 @@
 
 Invariants: one turn at a time per agent (a lock); a reply's ``tool_use`` blocks are always
 followed by stored results before the next call (on a crash, ``resume_turn`` rolls the round back
-with error results); notices produced while a turn is live wait for the next boundary. Nothing the
-teller or a notice write does can fail a turn.
+with error results); notices produced while a turn is live wait for the next boundary; a
+``[reasoning]`` line heard outside a turn is held for its branch until a reply is recorded or a turn
+opens there, never stored between a compile and its reply. Nothing the teller or a notice write
+does can fail a turn.
 """
 
 from __future__ import annotations
@@ -81,6 +83,7 @@ class Agent:
     _context: ContextManager | None = attrs.field(default=None, init=False, repr=False)
     _turn: Turn | None = attrs.field(default=None, init=False, repr=False)
     _deferred: list[tuple[str, str]] = attrs.field(factory=list, init=False, repr=False)
+    _held: dict[str, list[str]] = attrs.field(factory=dict, init=False, repr=False)
     _lock: asyncio.Lock = attrs.field(factory=asyncio.Lock, init=False, repr=False)
     _teller: ReasoningLossTeller | None = attrs.field(default=None, init=False, repr=False)
     removed: bool = attrs.field(default=False, init=False)
@@ -104,6 +107,7 @@ class Agent:
         self._context = context
         self._teller = teller
         self._retry = retry
+        self._held = {}
         self.removed = False
 
     def turn_state(self) -> TurnState:
@@ -162,9 +166,47 @@ class Agent:
         stored = [self._store_notice(text, kind) for text, kind in pending]
         return [m for m in stored if m is not None]
 
-    def _deliver(self, line: str | None) -> None:
-        if line:
+    def _deliver(self, line: str | None, key: str | None = None) -> None:
+        """Store a ``[reasoning]`` line: mid-turn at the next boundary (``notify``).
+
+        A line heard outside a turn (a compile through the direct API; ``key`` is its branch)
+        is held instead: stored at once it would stand between that compile's request and the
+        reply the host then records against it, and the next compile would strip that reply
+        with cause ``messages``, untold. It is stored on its own branch after the next reply
+        recorded there, or when the next turn opens there, whichever comes first.
+        """
+        if not line:
+            return
+        if self._turn is not None or key is None:
             self.notify(line, REASONING_LOSS_KIND)
+        else:
+            self._held.setdefault(key, []).append(line)
+
+    def _reply_recorded(self, _: MessageId, result: CompileResult) -> None:
+        """The runtime's ``on_reply_recorded`` hook: a reply on ``result.branch`` (current) is
+        stored, so the lines held for that branch may follow it (mid-turn: at the boundary)."""
+        if self.removed or result.branch not in self._held:
+            return
+        if self._turn is not None:
+            held = self._held.pop(result.branch)
+            self._deferred.extend((line, REASONING_LOSS_KIND) for line in held)
+            return
+        self._store_held()
+
+    def _store_held(self) -> list[MessageId]:
+        """Store the lines held for the current branch now, unless a tool round is open there
+        (a line never stands between a call and its results): then they wait for the next
+        reply or turn. Returns the stored ids."""
+        key = self.context.current_branch_key()
+        if key not in self._held or self._round_open():
+            return []
+        held = self._held.pop(key)
+        stored = [self._store_notice(line, REASONING_LOSS_KIND) for line in held]
+        return [m for m in stored if m is not None]
+
+    def _forget_held(self, key: str) -> None:
+        """The branch ``key`` is deleted: its held lines go with it."""
+        self._held.pop(key, None)
 
     @contextlib.asynccontextmanager
     async def forked(self, name: str) -> AsyncIterator[Agent]:
@@ -199,8 +241,9 @@ class Agent:
         async with self._lock:
             self._open()
             try:
+                held = self._store_held()
                 self.context.add_message("user", blocks)
-                return await self._loop()
+                return await self._loop(held)
             finally:
                 self._close()
 
@@ -230,7 +273,7 @@ class Agent:
                         ],
                     )
                     log.warning("turn_resumed", agent=self.name, rolled_back=len(open_calls))
-                return await self._loop()
+                return await self._loop(self._store_held())
             finally:
                 self._close()
 
@@ -257,14 +300,16 @@ class Agent:
         except Exception:  # the store is failing: hold the notices rather than lose them
             return True
 
-    async def _loop(self) -> TurnResult:
+    async def _loop(self, stored: list[MessageId]) -> TurnResult:
+        """Call the model until it stops calling tools; ``stored`` are the notices the turn
+        already stored as it opened (lines held from outside a turn)."""
         client = self._client
         if client is None:
             raise AgentNotRegistered(self.name)
         cm = self.context
         replies: list[MessageId] = []
         calls: list[ToolCall] = []
-        notices: list[MessageId] = []
+        notices: list[MessageId] = list(stored)
         stop_reason: str | None = None
         for _ in range(MAX_CALLS_PER_TURN):
             result = await cm.compile_async(self.head)

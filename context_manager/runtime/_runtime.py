@@ -97,12 +97,17 @@ class Runtime:
             if agent.removed:
                 return
             try:
-                agent._deliver(teller.for_strip(agent.name, key, strip, agent.turn_state()))
+                agent._deliver(teller.for_strip(agent.name, key, strip, agent.turn_state()), key)
             except Exception as err:  # the teller never fails a compile
                 log.error("teller_failed", agent=agent.name, error=repr(err), line="[reasoning]")
 
+        def forget(key: str) -> None:
+            teller.forget(agent.name, key)
+            agent._forget_held(key)
+
         context.on_thinking_strip(hear)
-        context.on_branch_deleted(lambda key: teller.forget(agent.name, key))
+        context.on_reply_recorded(agent._reply_recorded)
+        context.on_branch_deleted(forget)
 
     def remove(self, name: str) -> Agent:
         """Forget an agent: no told state stays, and its late compiles tell nothing.
