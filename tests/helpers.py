@@ -5,14 +5,19 @@ Readers of what a user can see: a request's texts and thinking, a context's mess
 the loopback server), ``wire_reply`` (a reply as the assistant message a client sends back) and
 ``transformations`` (a reply's ``input_transformations`` as ``(type, path, reason)`` triples).
 Builders: ``THINKING_HEAD`` and its tools, ``calling_script`` (a simulator script that calls a
-tool when asked), ``runtime_on`` (a runtime on the simulator's SDK client). They assert nothing,
-so a test's meaning stays in the test.
+tool when asked), ``runtime_on`` (a runtime on the simulator's SDK client). Command line: ``cli``
+(the program in a subprocess, never the real API) and ``snapshot`` (a folder's files, to show
+nothing was written). They assert nothing, so a test's meaning stays in the test.
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -127,3 +132,24 @@ def message_texts(cm: ContextManager, **kwargs: Any) -> list[str]:
 def notice_texts(agent: Agent) -> list[str]:
     """The agent's stored ``[reasoning]`` lines, oldest first."""
     return message_texts(agent.context, kind=REASONING_LOSS_KIND)
+
+
+CLI_ENV = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"} | {"NO_COLOR": "1"}
+"""The command line's environment in tests: never the real API, whatever the shell holds."""
+
+
+def cli(*args: object, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``context-manager ARGS`` in a subprocess (``CLI_ENV``), feeding it ``stdin``."""
+    return subprocess.run(
+        [sys.executable, "-m", "context_manager", *map(str, args)],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=CLI_ENV,
+    )
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    """Every file directly in ``folder`` with its bytes (to show that nothing was written)."""
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import re
 import shutil
 import signal
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import CLI_ENV, cli, snapshot
 
 from context_manager import ContextManager, SQLiteStore, StoredMessage, TextBlock, ThinkingBlock
 from context_manager._cli._format import (
@@ -30,24 +30,13 @@ from context_manager._cli._format import (
 from context_manager._cli._main import main
 from notices import notice_metadata
 
-ENV = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"} | {"NO_COLOR": "1"}
+ENV = CLI_ENV
 """Never the real API from a test, whatever the developer's shell holds."""
 
 LOSS = "[reasoning] ada: "
 HEAD_PREFIX = LOSS + "The reasoning behind your replies up to the one "
 COUNT_PREFIX = LOSS + "Some of your earlier reasoning is no longer in your context: "
 WORDS = "Their words are still here."
-
-
-def cli(*args: object, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "context_manager", *map(str, args)],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=ENV,
-    )
 
 
 def json_lines(done: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:
@@ -71,10 +60,6 @@ def texts_on(path: Path, branch: str | None = None) -> list[str]:
         return [message_text(m) for m in cm.messages(branch=branch)]
     finally:
         store.close()
-
-
-def snapshot(folder: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
 
 
 @pytest.fixture(scope="module")
@@ -249,7 +234,7 @@ def test_the_demo_refuses_a_database_that_already_holds_a_demo_run(
 ) -> None:
     _, path = demo
     before = snapshot(path.parent)
-    assert_refused(cli("demo", "--db", path), "already holds a demo run")
+    assert_refused(cli("demo", "--db", path), "already holds an agent 'ada'")
     assert snapshot(path.parent) == before
 
 

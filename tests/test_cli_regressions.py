@@ -3,24 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
+from helpers import cli, snapshot
+
 from context_manager import ContextManager, SQLiteStore
-
-ENV = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"} | {"NO_COLOR": "1"}
-
-
-def cli(*args: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "context_manager", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=ENV,
-    )
 
 
 def tool_round_db(path: Path) -> None:
@@ -49,3 +36,23 @@ def test_json_lines_describe_tool_calls_and_results_in_their_text(tmp_path: Path
     assert done.returncode == 0, done.stderr
     texts = [json.loads(line)["text"] for line in done.stdout.splitlines()]
     assert texts == ["What time is it?", "called utc_time", "result: noon"]
+
+
+def test_the_demo_on_a_database_made_by_run_names_the_agent_there_not_a_demo_run(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "agents.db"
+    made = cli("run", "--db", path, "--agent", "ada", stdin="hello\n")
+    assert made.returncode == 0, made.stderr
+    before = snapshot(tmp_path)
+
+    done = cli("demo", "--db", path)
+
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert "demo run" not in done.stderr
+    assert (
+        f"{path}: already holds an agent 'ada' (from an earlier demo or from `run --agent ada`)"
+        in done.stderr
+    )
+    assert snapshot(tmp_path) == before

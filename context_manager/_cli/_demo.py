@@ -352,15 +352,18 @@ def run_demo(args: argparse.Namespace, out: TextIO, *, color: bool) -> int:
     """Run every scene, print the transcript as it goes and a summary; returns 0.
 
     Raises:
-        CliError: ``--db`` is unusable, or already holds a demo run.
+        CliError: ``--db`` is unusable, or already holds the demo's agent (an earlier demo, or
+            ``run --agent ada``).
     """
     with _database(args.db) as (path, kept):
         check_sidecar(sidecar_path(path))  # both files are checked before either is written
         store = open_for_writing(path)
         try:
-            if AGENT in store.namespaces():
+            if AGENT in store.namespaces():  # an earlier demo, or `run --agent ada`
                 raise CliError(
-                    f"{path}: already holds a demo run (agent {AGENT!r}); pass a new --db path"
+                    f"{path}: already holds an agent {AGENT!r} (from an earlier demo or from "
+                    f"`run --agent {AGENT}`), and the demo starts its own agent {AGENT!r}; pass "
+                    "a new --db path"
                 )
             sidecar = open_sidecar(sidecar_path(path), create=True)
             assert sidecar is not None

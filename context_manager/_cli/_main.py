@@ -88,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--db",
         metavar="PATH",
-        help="keep the transcript in this SQLite file (must not hold a demo run yet); "
+        help="keep the transcript in this SQLite file (must not hold an agent 'ada' yet); "
         f"its reasoning sidecar goes to PATH{SIDECAR_SUFFIX}. Default: a temporary file",
     )
     demo.set_defaults(handler=_demo)
