@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
-from helpers import cli, snapshot
+from helpers import CLI_ENV, cli, snapshot
 
 from context_manager import ContextManager, SQLiteStore
 
@@ -56,3 +60,27 @@ def test_the_demo_on_a_database_made_by_run_names_the_agent_there_not_a_demo_run
         in done.stderr
     )
     assert snapshot(tmp_path) == before
+
+
+def test_ctrl_c_during_the_demo_without_db_says_its_temporary_database_was_removed() -> None:
+    child = subprocess.Popen(
+        [sys.executable, "-m", "context_manager", "demo"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=CLI_ENV | {"PYTHONUNBUFFERED": "1"},
+    )
+    assert child.stdout is not None
+    header = child.stdout.readline()  # printed once the database is open, before scene 1
+    found = re.search(r"on SQLite \((.+?)\) against", header)
+    assert found is not None, header
+    child.send_signal(signal.SIGINT)
+    _, err = child.communicate(timeout=30)
+
+    assert child.returncode == 130
+    assert err.splitlines()[-1] == (
+        "context-manager: interrupted; the demo's temporary database was removed "
+        "(pass --db PATH to keep one)"
+    )
+    assert "everything stored so far is kept" not in err
+    assert not Path(found.group(1)).parent.exists()

@@ -183,11 +183,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: error: {_one_line(str(err))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
-        print(f"{PROG}: interrupted; everything stored so far is kept", file=sys.stderr)
+        print(f"{PROG}: interrupted; {after_interrupt(args)}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # e.g. `| head`: the reader left; not an error of ours
         _silence_stdout()
         return 0
+
+
+def after_interrupt(args: argparse.Namespace) -> str:
+    """What became of the command's files at Ctrl-C, said after "interrupted; "."""
+    if args.command == "demo":
+        if args.db is None:
+            return "the demo's temporary database was removed (pass --db PATH to keep one)"
+        return f"what the demo stored so far is kept in {args.db}"
+    if args.command == "transcript":
+        return "nothing was written"
+    return "everything stored so far is kept"
 
 
 def _one_line(text: str) -> str:
