@@ -422,7 +422,9 @@ def test_a_bad_database_is_one_line_on_stderr_exit_2_and_nothing_written(
     assert snapshot(tmp_path) == before
 
 
-@pytest.mark.parametrize(("make", "message"), [(None, "no such database"), (_empty, "it is empty")])
+@pytest.mark.parametrize(
+    ("make", "message"), [(None, "no such database"), (_empty, "holds no agents yet")]
+)
 def test_transcript_of_a_missing_or_empty_file_creates_nothing(
     tmp_path: Path, make: Callable[[Path], None] | None, message: str
 ) -> None:

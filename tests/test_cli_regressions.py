@@ -84,3 +84,26 @@ def test_ctrl_c_during_the_demo_without_db_says_its_temporary_database_was_remov
     )
     assert "everything stored so far is kept" not in err
     assert not Path(found.group(1)).parent.exists()
+
+
+def test_an_empty_file_is_a_new_database_to_run_and_holds_no_agents_for_transcript(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "touched.db"
+    path.write_bytes(b"")
+    before = snapshot(tmp_path)
+
+    read = cli("transcript", path)
+
+    assert (read.returncode, read.stdout) == (2, "")
+    assert f"{path} holds no agents yet (an empty database;" in read.stderr
+    assert "not a context-manager database" not in read.stderr
+    assert snapshot(tmp_path) == before
+
+    ran = cli("run", "--db", path, "--agent", "ada", stdin="hello\n")
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.splitlines()[1].startswith(
+        f"Agent 'ada' on branch 'main' in {path} (a new database: the file was empty)."
+    )
+    records = [json.loads(line) for line in cli("transcript", path, "--json").stdout.splitlines()]
+    assert [r["text"] for r in records] == ["hello", "You said: hello"]

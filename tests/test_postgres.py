@@ -505,7 +505,7 @@ def test_the_command_line_runs_and_reads_an_agent_on_postgresql(postgres_dsn: st
 
     empty = cli("transcript", postgres_dsn)
     assert (empty.returncode, empty.stdout) == (2, "")
-    assert "not a context-manager database (it is empty)" in empty.stderr
+    assert "holds no agents yet (an empty database; `context-manager run" in empty.stderr
 
     first = cli("run", "--db", postgres_dsn, "--agent", "ada", stdin="hello there\n/quit\n")
     assert first.returncode == 0, first.stderr

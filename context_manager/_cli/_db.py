@@ -92,8 +92,23 @@ def _check_ours(
     return version
 
 
-def check_writable(path: str | os.PathLike[str]) -> None:
+NEW_FILE = "missing"
+"""``check_writable``: no file at the path; the store creates it."""
+EMPTY_FILE = "empty"
+"""``check_writable``: an empty file (zero bytes, or an SQLite file with no tables): a new
+database, as SQLite itself treats it. ``run`` says so; ``transcript`` says it holds no agents."""
+
+
+def _is_empty(probed: tuple[int, int, int]) -> bool:
+    _, version, tables = probed
+    return version == 0 and tables == 0
+
+
+def check_writable(path: str | os.PathLike[str]) -> str | None:
     """Refuse ``path`` as an agent database to write, without creating or touching it.
+
+    Returns:
+        ``NEW_FILE`` or ``EMPTY_FILE`` when a new database will be made there, else ``None``.
 
     Raises:
         CliError: the path is unreadable, a directory, another program's file, or newer, or
@@ -102,10 +117,20 @@ def check_writable(path: str | os.PathLike[str]) -> None:
     target = Path(path)
     what = "a context-manager database"
     probed = _probe(target, what)
-    if probed is not None:
-        _check_ours(target, probed, APPLICATION_ID, SCHEMA_VERSION, what)
-    elif not target.parent.is_dir():
-        raise CliError(f"{target}: its folder {target.parent} does not exist")
+    if probed is None:
+        if not target.parent.is_dir():
+            raise CliError(f"{target}: its folder {target.parent} does not exist")
+        return NEW_FILE
+    _check_ours(target, probed, APPLICATION_ID, SCHEMA_VERSION, what)
+    return EMPTY_FILE if _is_empty(probed) else None
+
+
+def no_agents_yet(where: str) -> CliError:
+    """A reader's refusal of an empty database: the same words as for one with no agents."""
+    return CliError(
+        f"{where} holds no agents yet (an empty database; `context-manager run --db {where} "
+        "--agent NAME` starts one)"
+    )
 
 
 def open_for_writing(path: str | os.PathLike[str]) -> SQLiteStore:
@@ -129,7 +154,8 @@ def open_for_reading(path: str | os.PathLike[str]) -> Iterator[SQLiteStore]:
     An older schema is read through a migrated copy in a temporary folder, removed on exit.
 
     Raises:
-        CliError: the file is missing, unreadable, empty, not ours, or newer.
+        CliError: the file is missing, unreadable, not ours, or newer, or empty (it then holds
+            no agents yet, as ``run`` would treat it: a new database).
     """
     target = Path(path)
     what = "a context-manager database"
@@ -137,8 +163,10 @@ def open_for_reading(path: str | os.PathLike[str]) -> Iterator[SQLiteStore]:
     if probed is None:
         raise CliError(f"{target}: no such database")
     version = _check_ours(target, probed, APPLICATION_ID, SCHEMA_VERSION, what)
+    if _is_empty(probed):
+        raise no_agents_yet(str(target))
     if version == 0:
-        raise CliError(f"{target}: not {what} (it is empty)")
+        raise CliError(f"{target}: not {what} (it has no schema version)")
     if version == SCHEMA_VERSION:
         with _opened(target) as store:
             yield store
@@ -244,7 +272,7 @@ def open_postgres(url: str, *, writing: bool) -> PostgresStore:
     """
     version = _postgres_version(url)
     if not writing and version == 0:
-        raise CliError(f"{url_for_humans(url)}: not a context-manager database (it is empty)")
+        raise no_agents_yet(url_for_humans(url))
     if not writing and version < POSTGRES_SCHEMA_VERSION:
         raise CliError(
             f"{url_for_humans(url)}: schema version {version} is older than this library's "

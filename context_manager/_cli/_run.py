@@ -30,6 +30,8 @@ from context_manager.runtime import Agent, Runtime, check_agent_name
 from context_manager.simulator import Simulator
 
 from ._db import (
+    EMPTY_FILE,
+    NEW_FILE,
     CliError,
     check_sidecar,
     check_writable,
@@ -262,6 +264,14 @@ class Session:
             self.say("no [reasoning] notices on this branch")
 
 
+_NEW_DATABASE = {
+    NEW_FILE: " (a new database)",
+    EMPTY_FILE: " (a new database: the file was empty)",
+}
+"""How the start line tells that ``run`` made a new database (an empty file is one, as in SQLite;
+``transcript`` says such a file holds no agents yet)."""
+
+
 def run_session(args: argparse.Namespace, out: TextIO, stdin: TextIO, *, color: bool) -> int:
     """The ``run`` command. Returns 0 at ``/quit`` or end of input, 130 at Ctrl-C.
 
@@ -269,8 +279,9 @@ def run_session(args: argparse.Namespace, out: TextIO, stdin: TextIO, *, color: 
         CliError: a bad agent name, or an unusable database or sidecar.
     """
     postgres = is_postgres(args.db)
+    made = None
     if not postgres:
-        check_writable(args.db)
+        made = check_writable(args.db)
         check_sidecar(sidecar_path(args.db))
     try:
         name = check_agent_name(args.agent)
@@ -298,9 +309,10 @@ def run_session(args: argparse.Namespace, out: TextIO, stdin: TextIO, *, color: 
         )
         cm = agent.context
         print(f"Using {which}; model {model}.", file=out)
+        where = url_for_humans(args.db) if postgres else args.db
+        new = _NEW_DATABASE.get(made or "", "")
         print(
-            f"Agent {name!r} on branch {cm.current_branch().name!r} in "
-            f"{url_for_humans(args.db) if postgres else args.db}. "
+            f"Agent {name!r} on branch {cm.current_branch().name!r} in {where}{new}. "
             "/help lists the commands.",
             file=out,
         )
