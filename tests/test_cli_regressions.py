@@ -107,3 +107,27 @@ def test_an_empty_file_is_a_new_database_to_run_and_holds_no_agents_for_transcri
     )
     records = [json.loads(line) for line in cli("transcript", path, "--json").stdout.splitlines()]
     assert [r["text"] for r in records] == ["hello", "You said: hello"]
+
+
+def test_run_deletes_a_branch_with_delete_so_the_advice_of_fork_can_be_followed(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "agents.db"
+    session = ["hello", "/fork side", "/fork main", "/delete side", "/switch main"]
+    session += ["/delete side", "/fork side", "/branches"]
+
+    done = cli("run", "--db", path, "--agent", "ada", stdin="\n".join(session) + "\n")
+
+    assert done.returncode == 0, done.stderr
+    said = done.stdout.splitlines()
+    assert said[-8:] == [
+        "forked: now on branch 'side'",
+        "! branch 'main' already exists; /switch main goes to it, or pick another name "
+        "(/delete main deletes it, from another branch)",
+        "! branch 'side' is the current branch; switch to another branch before deleting it",
+        "now on branch 'main'",
+        "deleted branch 'side' (its messages stay stored; the name is free again)",
+        "forked: now on branch 'side'",
+        "  main",
+        "* side",
+    ]

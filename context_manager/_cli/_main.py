@@ -100,8 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="An interactive resident agent, one line of stdin per turn (a pipe works). "
         "The real API when ANTHROPIC_API_KEY is set, the local simulator otherwise. Everything "
         "is stored as it happens; a second run on the same file continues the same agent and "
-        "branch. Commands: /fork NAME, /switch NAME, /branches, /tools, /system TEXT, /fold, "
-        "/notices, /help, /quit.",
+        "branch. Commands: /fork NAME, /switch NAME, /delete NAME, /branches, /tools, /system "
+        "TEXT, /fold, /notices, /help, /quit.",
         epilog="Exit codes: 0 at /quit or end of input, 2 bad input, 130 at Ctrl-C (nothing "
         "stored is lost; an interrupted turn is finished by the next run).",
     )

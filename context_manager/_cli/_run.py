@@ -20,7 +20,7 @@ import attrs
 
 from context_manager._compile._strategies import Fold
 from context_manager._manager import ContextManager
-from context_manager._model._errors import ContextManagerError
+from context_manager._model._errors import BranchExists, ContextManagerError
 from context_manager._model._head import Head
 from context_manager._model._messages import REASONING_LOSS_KIND, StoredMessage
 from context_manager._model._results import ThinkingStrip
@@ -62,6 +62,7 @@ HELP = """\
 Type a message to run a turn. Commands:
   /fork NAME     branch at the current head and switch to it
   /switch NAME   switch to another branch
+  /delete NAME   delete a branch other than the current one (its messages stay stored)
   /branches      list the branches (* marks the current one)
   /tools         add or remove the demo tool utc_time in the head
   /system TEXT   set the system text
@@ -148,6 +149,7 @@ class Session:
         self._commands: dict[str, Callable[[str], None]] = {
             "fork": self._fork,
             "switch": self._switch,
+            "delete": self._delete,
             "branches": self._branches,
             "tools": self._tools,
             "system": self._system,
@@ -210,8 +212,20 @@ class Session:
     def _fork(self, name: str) -> None:
         if not name:
             raise ValueError("usage: /fork NAME")
-        self.agent.context.fork(name)
+        try:
+            self.agent.context.fork(name)
+        except BranchExists as err:
+            raise ValueError(
+                f"branch {name!r} already exists; /switch {name} goes to it, or pick another "
+                f"name (/delete {name} deletes it, from another branch)"
+            ) from err
         self.say(f"forked: now on branch {name!r}")
+
+    def _delete(self, name: str) -> None:
+        if not name:
+            raise ValueError("usage: /delete NAME")
+        self.agent.context.delete_branch(name)
+        self.say(f"deleted branch {name!r} (its messages stay stored; the name is free again)")
 
     def _switch(self, name: str) -> None:
         if not name:
