@@ -217,3 +217,22 @@ async def test_a_line_held_for_a_deleted_branch_is_never_stored() -> None:
 
     assert [b.name for b in cm.list_branches()] == ["main"]
     assert notice_texts(ada) == []
+
+
+async def test_the_default_simulator_calls_a_registered_tool_the_user_asks_for_by_name() -> None:
+    sim = Simulator()  # no script: the default one
+    runs: list[dict[str, Any]] = []
+    ada = runtime_on(sim).register(
+        Agent("ada", THINKING_HEAD, tools={"read_log": lambda given: runs.append(given) or "ok"})
+    )
+
+    asked = await ada.run_turn("Please use read_log and tell me what failed.")
+    plain = await ada.run_turn("And use grep, too.")  # not offered: answered in words
+
+    assert [(c.name, c.input, c.is_error) for c in asked.tool_calls] == [("read_log", {}, False)]
+    assert runs == [{}]
+    last = ada.context.get_message(asked.replies[-1]).content[-1]
+    assert last.text == "Done."  # type: ignore[union-attr]
+    assert plain.tool_calls == ()
+    said = ada.context.get_message(plain.replies[-1]).content[-1]
+    assert said.text == "You said: And use grep, too."  # type: ignore[union-attr]

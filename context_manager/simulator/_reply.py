@@ -32,6 +32,11 @@ CHARS_PER_TOKEN = 4
 SNIPPET_CHARS = 60
 """How much of the user's words the default script quotes."""
 
+ASKING_VERBS = frozenset({"use", "call"})
+"""The default script calls a tool named right after one of these words in the user's text."""
+WORD_EDGES = "`'\".,;:!?()[]{}"
+"""Characters ignored around a word when the default script looks for a tool's name."""
+
 REPLY_ROLE = "assistant"
 THINKING_ON = frozenset({"enabled", "adaptive"})
 """``thinking.type`` values under which a reply may carry thinking blocks."""
@@ -52,13 +57,58 @@ def last_user_text(request: Mapping[str, Any]) -> str | None:
     return None
 
 
+def asked_tool(said: str, offered: Iterable[str]) -> str | None:
+    """The tool ``said`` asks for: a name in ``offered`` right after "use" or "call" ("the"
+    between is skipped, quotes and punctuation around the name ignored), else ``None``.
+
+    >>> asked_tool("Please use `read_log`, then tell me.", ["read_log", "grep"])
+    'read_log'
+    >>> asked_tool("call the grep tool", ["read_log", "grep"]), asked_tool("use it", ["grep"])
+    ('grep', None)
+    """
+    names = set(offered)
+    words = [word.strip(WORD_EDGES) for word in said.split()]
+    for k, word in enumerate(words):
+        if word.lower() not in ASKING_VERBS:
+            continue
+        rest = words[k + 1 : k + 3]
+        if rest and rest[0].lower() == "the":
+            rest = rest[1:]
+        if rest and rest[0] in names:
+            return rest[0]
+    return None
+
+
+def _answers_tools(request: Mapping[str, Any]) -> bool:
+    """True when the newest user message carries tool results (a round to answer, not start)."""
+    for message in reversed(request.get("messages", [])):
+        if message.get("role") == "user":
+            content = message.get("content")
+            return isinstance(content, list) and any(
+                isinstance(b, Mapping) and b.get("type") == "tool_result" for b in content
+            )
+    return False
+
+
 def default_script(request: dict[str, Any]) -> list[dict[str, Any]]:
-    """Think one line, answer one line, both quoting the newest user words."""
+    """Think one line, answer one line, both quoting the newest user words.
+
+    When those words ask for a tool the request offers by name ("use read_log", "call the
+    grep tool"), think one line and call it with ``{}`` as input instead; the reply to its
+    results is "Done.". Any other behaviour needs ``Simulator(script=...)``.
+    """
     said = last_user_text(request)
     if said is None:
         return [
             {"type": THINKING, "thinking": "The tool results are in.", "signature": _UNSIGNED},
             {"type": "text", "text": "Done."},
+        ]
+    offered = [t["name"] for t in request.get("tools", []) if isinstance(t.get("name"), str)]
+    tool = None if _answers_tools(request) else asked_tool(said, offered)
+    if tool is not None:
+        return [
+            {"type": THINKING, "thinking": f"The user asks for {tool}.", "signature": _UNSIGNED},
+            {"type": "tool_use", "name": tool, "input": {}},
         ]
     snippet = " ".join(said.split())[:SNIPPET_CHARS]
     return [
