@@ -23,9 +23,9 @@ from context_manager import (
     ToolUseBlock,
     estimate_tokens,
 )
-from context_manager.simulator import DEFAULT_KEY
+from context_manager.simulator import DEFAULT_KEY, DEFAULT_ORGANIZATION
 from context_manager.simulator._canon import CHAIN_START, chain_step, head_digest, normalize_content
-from context_manager.simulator._sign import NONCE_BYTES, Binding, sign
+from context_manager.simulator._sign import NONCE_BYTES, Binding, block_digest, sign
 
 MODEL = "claude-opus-4-5"
 """The model every benchmark head names (any id works: the simulator binds to it as a family)."""
@@ -57,8 +57,8 @@ QUERY_WORDS = (2, 6)
 RESULT_WORDS = (20, 120)
 """Word counts (fewest, most) of each kind of text: a few sentences, like a working chat."""
 
-SIGNATURE_CHARS = 128
-"""Length of a simulator signature (94 bytes, base64)."""
+SIGNATURE_CHARS = 200
+"""Length of a simulator signature for this model and organization (150 bytes, base64)."""
 
 GENERATION_BATCH = 5_000
 """Messages written per durable commit while a history is generated (one fsync per batch)."""
@@ -107,6 +107,18 @@ class Words:
         return str(self._rng.choice(TOOLS)["name"])
 
 
+def _last_thinking(messages: Sequence[dict[str, Any]]) -> bytes | None:
+    """The predecessor digest a new reply's first block records: the newest thinking block sent."""
+    for message in reversed(messages):
+        content = message["content"]
+        for block in reversed(content if isinstance(content, list) else []):
+            if block.get("type") == "thinking":
+                return block_digest("thinking", block["signature"])
+            if block.get("type") == "redacted_thinking":
+                return block_digest("redacted_thinking", block["data"])
+    return None
+
+
 class Signer:
     """Signs a reply's thinking as the simulator would, bound to the request as compiled.
 
@@ -133,15 +145,22 @@ class Signer:
         chain = self._chains[-1] if self._chains else CHAIN_START
         for message in messages[same:]:
             for block in normalize_content(message["content"]):
-                chain = chain_step(chain, message["role"], block)
+                if block.get("type") not in ("thinking", "redacted_thinking"):
+                    chain = chain_step(chain, message["role"], block)
             self._chains.append(chain)
         self._sent = messages
         return chain
 
     def thinking(self, result: CompileResult, text: str) -> ThinkingBlock:
         """A thinking block opening the reply to ``result``, signed against its request."""
+        messages = result.request["messages"]
         binding = Binding(
-            self._family, self._head, self.chain(result.request["messages"]), "assistant"
+            self._family,
+            DEFAULT_ORGANIZATION,
+            "",
+            self._head,
+            self.chain(messages),
+            _last_thinking(messages),
         )
         nonce = self._rng.randbytes(NONCE_BYTES)
         signature = sign(DEFAULT_KEY, binding, block_type="thinking", own_text=text, nonce=nonce)

@@ -821,12 +821,24 @@ def _model_settings() -> settings:
     )
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="Binding v2: the compiler follows the documented rules, sheds oldest thinking first, "
+    "withholds on a model switch",
+)
 def test_no_invalid_block_is_sent_no_valid_one_is_stripped_and_each_loss_is_told_once() -> None:
-    """Hypothesis drives turns, head changes, folds, edits, branches, releases and forced drops."""
+    """Hypothesis drives turns, head changes, folds, edits, branches, releases and forced drops.
+
+    Expected to fail until binding v2: the compiler still strips the in-flight assistant
+    message's thinking on a mid-turn head change, which the simulator now refuses (VENDOR_RULES
+    6). Shrinking is off while it is expected to fail (a shrink takes minutes).
+    """
+    from hypothesis import Phase
     from hypothesis.stateful import run_state_machine_as_test
 
     STATS.clear()
-    run_state_machine_as_test(ReliabilityMachine, settings=_model_settings())
+    no_shrink = settings(_model_settings(), phases=[Phase.explicit, Phase.reuse, Phase.generate])
+    run_state_machine_as_test(ReliabilityMachine, settings=no_shrink)
     path = os.environ.get("RELIABILITY_STATS")
     if path:
         with open(path, "w") as out:

@@ -94,6 +94,11 @@ async def test_a_head_change_between_turns_is_told_once_at_the_next_boundary_and
     assert notices(ada) == [expected]
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="Binding v2: the compiler follows the documented rules, sheds oldest thinking first, "
+    "withholds on a model switch",
+)
 async def test_a_skill_that_grows_the_tool_menu_mid_turn_is_told_with_the_this_turn_clause() -> (
     None
 ):

@@ -28,6 +28,8 @@ from context_manager.simulator import (
 
 MODEL = "claude-sim-1"
 OTHER_MODEL = "claude-sim-2"
+SYSTEM_MODEL = "claude-opus-5-5"
+"""A documented model that accepts mid-conversation system messages (VENDOR_RULES 16)."""
 SYSTEM = "You are Ada."
 TOOLS = [{"name": "read_log", "description": "Read a log.", "input_schema": {"type": "object"}}]
 
@@ -367,34 +369,46 @@ async def test_editing_an_earlier_user_message_drops_every_later_block(
 async def test_a_block_made_after_a_drop_binds_to_the_history_without_the_dropped_block(
     sim: Simulator, client: anthropic.AsyncAnthropic
 ) -> None:
+    """VENDOR_RULES 4 and 13 changed the expectation: while the dropped block is still sent, drop
+    mode removes every thinking block after it too; once the client removes it, the block made
+    without it verifies."""
     history = await converse(client, ["first"])
     more_tools = [*TOOLS, {"name": "grep", "input_schema": {"type": "object"}}]
     messages = next_turn(history)
     reply = await client.beta.messages.create(**request(messages, tools=more_tools))
     messages.append(wire(reply))
+    without_dropped = copy.deepcopy(messages)
+    without_dropped[1]["content"] = without_dropped[1]["content"][1:]
 
     checks = sim.verify(request(next_turn(messages), tools=more_tools))
+    cleaned = sim.verify(request(next_turn(without_dropped), tools=more_tools))
 
     assert dropped(reply) == [("messages.1.content.0", PREFIX_MISMATCH)]
     assert checks == [
         BlockCheck((1, 0), "thinking", PREFIX_MISMATCH),
-        BlockCheck((3, 0), "thinking", None),
+        BlockCheck((3, 0), "thinking", PREFIX_MISMATCH),
     ]
+    assert cleaned == [BlockCheck((3, 0), "thinking", None)]
 
 
 async def test_mid_conversation_system_messages_are_accepted_and_bind_as_prefix(
     sim: Simulator, client: anthropic.AsyncAnthropic
 ) -> None:
+    """VENDOR_RULES 16 changed the expectation: only documented models accept them."""
     messages: list[dict[str, Any]] = [
         {"role": "user", "content": "first"},
         {"role": "system", "content": "The user is on call."},
     ]
-    reply = await client.beta.messages.create(**request(messages))
+    reply = await client.beta.messages.create(**request(messages, model=SYSTEM_MODEL))
     history = [*messages, wire(reply)]
     without_system = [history[0], history[2]]
 
-    assert sim.verify(request(history)) == [BlockCheck((2, 0), "thinking", None)]
-    assert sim.verify(request(without_system)) == [BlockCheck((1, 0), "thinking", PREFIX_MISMATCH)]
+    assert sim.verify(request(history, model=SYSTEM_MODEL)) == [
+        BlockCheck((2, 0), "thinking", None)
+    ]
+    assert sim.verify(request(without_system, model=SYSTEM_MODEL)) == [
+        BlockCheck((1, 0), "thinking", PREFIX_MISMATCH)
+    ]
 
 
 # Error mode, betas, bad signatures ----------------------------------------------------------------
@@ -414,12 +428,14 @@ async def test_error_mode_refuses_with_the_path_of_the_first_failing_block(
 
 
 async def test_absent_block_binding_means_error_mode(client: anthropic.AsyncAnthropic) -> None:
+    """VENDOR_RULES 8 changed the expectation: a model switch is always a drop, so a changed
+    system prompt (a prefix failure) shows the error mode."""
     history = await converse(client, ["first"])
-    call = request(next_turn(history), model=OTHER_MODEL)
+    call = request(next_turn(history), system="Changed.")
     del call["thinking"]["block_binding"]
 
     with pytest.raises(
-        anthropic.BadRequestError, match=r"messages\.1\.content\.0: .*model_binding_mismatch"
+        anthropic.BadRequestError, match=r"messages\.1\.content\.0: .*prefix_binding_mismatch"
     ):
         await client.beta.messages.create(**call)
 
@@ -619,6 +635,8 @@ async def test_the_script_sees_the_request_as_the_model_does_and_emptied_message
 
 
 async def test_each_block_of_a_reply_binds_to_the_reply_blocks_before_it() -> None:
+    """VENDOR_RULES 4 changed the expectation: removing the reply's first (oldest) block leaves
+    the second in order (no thinking block precedes it); the text between still binds."""
     sim = Simulator(
         script=lambda _: [
             {"type": "thinking", "thinking": "Step one."},
@@ -634,9 +652,13 @@ async def test_each_block_of_a_reply_binds_to_the_reply_blocks_before_it() -> No
     without_second = copy.deepcopy(history)
     del without_second[1]["content"][2]
 
+    edited_text = copy.deepcopy(history)
+    edited_text[1]["content"][1]["text"] = "Changed."
+
     assert [c.reason for c in sim.verify(request(history))] == [None, None]
-    assert [c.reason for c in sim.verify(request(without_first))] == [PREFIX_MISMATCH]
+    assert [c.reason for c in sim.verify(request(without_first))] == [None]
     assert [c.reason for c in sim.verify(request(without_second))] == [None]
+    assert [c.reason for c in sim.verify(request(edited_text))] == [None, PREFIX_MISMATCH]
 
 
 # Usage --------------------------------------------------------------------------------------------
@@ -740,13 +762,18 @@ async def test_a_forced_drop_by_predicate_takes_the_chosen_blocks(
 async def test_a_forced_drop_in_error_mode_is_refused_with_its_path(
     sim: Simulator, client: anthropic.AsyncAnthropic
 ) -> None:
+    """VENDOR_RULES 8 changed the expectation: a forced model drop is a drop even in error mode;
+    a forced prefix failure is the 400."""
     history = await converse(client, ["first"])
     sim.force_drop(paths=[(1, 0)], reason=MODEL_MISMATCH)
+    reply = await client.beta.messages.create(**request(next_turn(history), mode="error"))
+    sim.force_drop(paths=[(1, 0)], reason=PREFIX_MISMATCH)
 
     with pytest.raises(
-        anthropic.BadRequestError, match=r"messages\.1\.content\.0: .*model_binding_mismatch"
+        anthropic.BadRequestError, match=r"messages\.1\.content\.0: .*prefix_binding_mismatch"
     ):
         await client.beta.messages.create(**request(next_turn(history), mode="error"))
+    assert dropped(reply) == [("messages.1.content.0", MODEL_MISMATCH)]
 
 
 def test_force_drop_refuses_an_unknown_reason_or_path(sim: Simulator) -> None:
@@ -905,9 +932,11 @@ def test_a_forced_drop_is_consumed_once(sim: Simulator) -> None:
 # Properties ---------------------------------------------------------------------------------------
 
 
-async def test_removing_any_one_block_fails_exactly_the_blocks_made_after_it(
+async def test_removing_any_one_block_but_the_oldest_fails_every_block_made_after_it(
     sim: Simulator, client: anthropic.AsyncAnthropic
 ) -> None:
+    """VENDOR_RULES 4 changed the expectation: removing the oldest block leaves a valid
+    history; removing a later one is a gap (and drop mode removes every block after it)."""
     history = await converse(client, [f"turn {n}" for n in range(5)])
     places = [2 * n + 1 for n in range(5)]
 
@@ -917,7 +946,7 @@ async def test_removing_any_one_block_fails_exactly_the_blocks_made_after_it(
         reasons = {c.path[0]: c.reason for c in sim.verify(request(edited))}
 
         assert reasons == {
-            i: (PREFIX_MISMATCH if n > k else None) for n, i in enumerate(places) if n != k
+            i: (PREFIX_MISMATCH if n > k > 0 else None) for n, i in enumerate(places) if n != k
         }
 
 

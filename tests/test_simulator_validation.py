@@ -13,6 +13,8 @@ import pytest
 
 from context_manager.simulator import (
     BINDING_BETA,
+    INLINE_TOOLS_BETA,
+    OUTPUT_CONFIG_BETA,
     SYSTEM_CLEAR_AT_BETA,
     TOOL_CHANGES_BETA,
     Simulator,
@@ -23,7 +25,7 @@ SIGNATURE_PLACEHOLDER = "c2ln"
 
 def base() -> dict[str, Any]:
     return {
-        "model": "claude-sim-1",
+        "model": "claude-opus-5-5",
         "max_tokens": 2048,
         "thinking": {"type": "adaptive"},
         "messages": [{"role": "user", "content": "hi"}],
@@ -55,6 +57,28 @@ def set_field(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
         for part in parents:
             target = target[int(part)] if isinstance(target, list) else target[part]
         target[last] = value
+
+    return edit
+
+
+GREP = {"name": "grep", "input_schema": {"type": "object"}, "defer_loading": True}
+"""A deferred tool: what a ``tool_addition`` by reference names."""
+
+
+def add_grep() -> Callable[[dict[str, Any]], None]:
+    """A user message, then a system message adding the deferred ``grep`` tool by reference."""
+
+    def edit(body: dict[str, Any]) -> None:
+        body["tools"] = [GREP]
+        body["messages"] = [
+            {"role": "user", "content": "hi"},
+            {
+                "role": "system",
+                "content": [
+                    {"type": "tool_addition", "tool": {"type": "tool_reference", "name": "grep"}}
+                ],
+            },
+        ]
 
     return edit
 
@@ -201,15 +225,47 @@ REFUSED = [
             {"role": "user", "content": "hi"},
             {"role": "system", "content": "note", "clear_at": "next_user_message"},
         ),
-        "messages.1.clear_at: Extra inputs are not permitted",
+        f"messages.1.clear_at: 'clear_at' requires the beta header `anthropic-beta: "
+        f"{SYSTEM_CLEAR_AT_BETA}`",
     ),
     (
         "tool-addition-without-beta",
+        add_grep(),
+        f"messages.1.content.0.type: 'tool_addition' requires the beta header `anthropic-beta: "
+        f"{TOOL_CHANGES_BETA}`",
+    ),
+    (
+        "output-config-without-beta",
         with_messages(
             {"role": "user", "content": "hi"},
-            {"role": "system", "content": [{"type": "tool_addition", "tool": {"name": "grep"}}]},
+            {"role": "system", "content": [], "output_config": {"effort": "low"}},
         ),
-        "messages.1.content.0.type: 'tool_addition' blocks are not permitted in system messages",
+        f"messages.1.output_config: 'output_config' requires the beta header `anthropic-beta: "
+        f"{OUTPUT_CONFIG_BETA}`",
+    ),
+    (
+        "inline-tool-without-beta",
+        with_messages(
+            {"role": "user", "content": "hi"},
+            {
+                "role": "system",
+                "content": [
+                    {
+                        "type": "tool_addition",
+                        "tool": {"type": "tool_definition", "definition": {"name": "x"}},
+                    }
+                ],
+            },
+        ),
+        f"messages.1.content.0.tool.type: 'tool_definition' requires the beta header "
+        f"`anthropic-beta: {INLINE_TOOLS_BETA}`",
+    ),
+    (
+        "system-message-first",
+        with_messages(
+            {"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}
+        ),
+        "messages.0: a `system` message must come right after a `user` message",
     ),
     (
         "small-thinking-budget",
@@ -244,6 +300,8 @@ def client() -> Iterator[anthropic.Anthropic]:
 def test_the_api_refusals_are_400s_naming_the_place(
     client: anthropic.Anthropic, edit: Callable[[dict[str, Any]], None], match: str
 ) -> None:
+    """VENDOR_RULES 16-19 changed the system-message cases: one first in the list is refused
+    (it must follow a user message) and a missing beta names the beta."""
     body = base()
     edit(body)
 
@@ -261,13 +319,6 @@ ACCEPTED = [
     (
         "consecutive-user-messages",
         with_messages({"role": "user", "content": "hi"}, {"role": "user", "content": "again"}),
-        [],
-    ),
-    (
-        "system-message-first",
-        with_messages(
-            {"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}
-        ),
         [],
     ),
     (
@@ -301,13 +352,14 @@ ACCEPTED = [
         ),
         [SYSTEM_CLEAR_AT_BETA],
     ),
+    ("tool-addition-with-its-beta", add_grep(), [TOOL_CHANGES_BETA]),
     (
-        "tool-addition-with-its-beta",
+        "output-config-with-its-beta",
         with_messages(
             {"role": "user", "content": "hi"},
-            {"role": "system", "content": [{"type": "tool_addition", "tool": {"name": "grep"}}]},
+            {"role": "system", "content": [], "output_config": {"effort": "low"}},
         ),
-        [TOOL_CHANGES_BETA],
+        [OUTPUT_CONFIG_BETA],
     ),
     (
         "null-inside-a-tool-input-is-data",

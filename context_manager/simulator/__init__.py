@@ -10,16 +10,21 @@ from ._api import (
     BINDING_BETA,
     DROP_REASONS,
     END_USER_MISMATCH,
+    INLINE_TOOLS_BETA,
     MODEL_MISMATCH,
     ORGANIZATION_MISMATCH,
+    OUTPUT_CONFIG_BETA,
     PREFIX_MISMATCH,
     SYSTEM_CLEAR_AT_BETA,
+    THINKING_DROPPED,
+    THINKING_MISMATCH_ALLOWED,
     TOOL_CHANGES_BETA,
 )
 from ._errors import InvalidRequest, NotFound, ScriptFailed, SimulatedApiError
+from ._models import SYSTEM_MESSAGE_MODELS, Readability, documented_readability
 from ._reply import Script, default_script
 from ._server import SimulatorServer
-from ._simulator import BASE_URL, DEFAULT_KEY, Call, Simulator
+from ._simulator import BASE_URL, DEFAULT_KEY, DEFAULT_ORGANIZATION, Call, Simulator
 from ._transport import SimulatorTransport
 from ._verify import BlockCheck
 
@@ -27,17 +32,24 @@ __all__ = [
     "BASE_URL",
     "BINDING_BETA",
     "DEFAULT_KEY",
+    "DEFAULT_ORGANIZATION",
     "DROP_REASONS",
     "END_USER_MISMATCH",
+    "INLINE_TOOLS_BETA",
     "MODEL_MISMATCH",
     "ORGANIZATION_MISMATCH",
+    "OUTPUT_CONFIG_BETA",
     "PREFIX_MISMATCH",
     "SYSTEM_CLEAR_AT_BETA",
+    "SYSTEM_MESSAGE_MODELS",
+    "THINKING_DROPPED",
+    "THINKING_MISMATCH_ALLOWED",
     "TOOL_CHANGES_BETA",
     "BlockCheck",
     "Call",
     "InvalidRequest",
     "NotFound",
+    "Readability",
     "Script",
     "ScriptFailed",
     "SimulatedApiError",
@@ -45,4 +57,5 @@ __all__ = [
     "SimulatorServer",
     "SimulatorTransport",
     "default_script",
+    "documented_readability",
 ]

@@ -14,6 +14,12 @@ SYSTEM_CLEAR_AT_BETA = "mid-conversation-system-clear-at-2026-08-21"
 TOOL_CHANGES_BETA = "mid-conversation-tool-changes-2026-07-01"
 """Enables ``tool_addition`` / ``tool_removal`` blocks in mid-conversation system messages."""
 
+INLINE_TOOLS_BETA = "inline-tools-2026-09-15"
+"""Enables inline ``tool_definition`` tools in ``tool_addition`` blocks (Claude API)."""
+
+OUTPUT_CONFIG_BETA = "mid-conversation-output-config-2026-07-01"
+"""Enables a per-message ``output_config`` (effort) on mid-conversation system messages."""
+
 MODEL_MISMATCH = "model_binding_mismatch"
 """The block was made by a model (family) whose reasoning the requested model may not read."""
 
@@ -31,6 +37,9 @@ DROP_REASONS = (ORGANIZATION_MISMATCH, END_USER_MISMATCH, MODEL_MISMATCH, PREFIX
 
 THINKING_DROPPED = "thinking_dropped"
 """The ``input_transformations`` entry type for a removed block."""
+
+THINKING_MISMATCH_ALLOWED = "thinking_mismatch_allowed"
+"""The entry type for a failing block that still reached the model (an unenforced account)."""
 
 ERROR_MODE = "error"
 DROP_MODE = "drop_block"

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from context_manager._model._errors import ContextManagerError
+# The public package, never a private module: the simulator shares no code with the library it
+# checks, only the base class every project error derives from (no import cycle: the package
+# itself never imports the simulator).
+from context_manager import ContextManagerError
 
 
 class SimulatedApiError(ContextManagerError):

@@ -11,9 +11,8 @@ import secrets
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from context_manager._model._content import block_to_wire, to_block
-
 from ._errors import InvalidRequest
+from ._wire import to_wire
 
 ID_BYTES = 12
 """Random bytes in generated message, tool-use and request ids."""
@@ -27,8 +26,8 @@ def new_id(prefix: str) -> str:
 def split_betas(request: Mapping[str, Any]) -> tuple[dict[str, Any], frozenset[str]]:
     """A request given as SDK keyword arguments: the wire body and its ``betas`` (a header).
 
-    Content items that are SDK models (``message.to_param()``) or ``context_manager`` blocks
-    become wire dicts, as the SDK would send them.
+    Content items that are SDK models or block objects become wire dicts (``_wire.to_wire``), as
+    the SDK would send them.
     """
     body = {k: v for k, v in request.items() if k != "betas"}
     messages = body.get("messages")
@@ -43,9 +42,7 @@ def _wire_message(message: Any) -> Any:
     content = message.get("content")
     if isinstance(content, str) or not isinstance(content, Iterable):
         return dict(message)
-    items = [
-        item if isinstance(item, Mapping) else block_to_wire(to_block(item)) for item in content
-    ]
+    items = [item if isinstance(item, Mapping) else to_wire(item) for item in content]
     return {**message, "content": items}
 
 

@@ -12,24 +12,19 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeAlias
 
-from context_manager._model._canonical import canonical_json
-from context_manager._model._content import (
-    Block,
-    TextBlock,
-    ThinkingBlock,
-    ToolUseBlock,
-    block_to_wire,
-    to_block,
-)
+import attrs
 
 from ._api import REDACTED_THINKING, SIGNED_TYPES, THINKING
-from ._canon import chain_step
+from ._canon import canonical_json, chain_step
 from ._errors import ScriptFailed
-from ._sign import Binding, sign
+from ._sign import Binding, block_digest, sign
+from ._wire import to_wire
 
 Script: TypeAlias = Callable[[dict[str, Any]], Iterable[Any]]
-"""``script(request) -> reply blocks``: wire dicts, ``context_manager`` blocks, SDK blocks or
-strings (a string is a text block). ``request`` is the body as the model sees it."""
+"""``script(request) -> reply blocks``: wire dicts, block objects, SDK blocks or strings (a string
+is a text block). ``request`` is the body as the model sees it: blocks the API removed and cleared
+system messages left out, ``tools`` the tools offered at the end of the conversation (after every
+``tool_addition`` / ``tool_removal``)."""
 
 CHARS_PER_TOKEN = 4
 """The usage estimate's ratio: about four characters of canonical JSON per token."""
@@ -57,15 +52,18 @@ def last_user_text(request: Mapping[str, Any]) -> str | None:
     return None
 
 
-def default_script(request: dict[str, Any]) -> list[Block]:
+def default_script(request: dict[str, Any]) -> list[dict[str, Any]]:
     """Think one line, answer one line, both quoting the newest user words."""
     said = last_user_text(request)
     if said is None:
-        return [ThinkingBlock("The tool results are in.", _UNSIGNED), TextBlock("Done.")]
+        return [
+            {"type": THINKING, "thinking": "The tool results are in.", "signature": _UNSIGNED},
+            {"type": "text", "text": "Done."},
+        ]
     snippet = " ".join(said.split())[:SNIPPET_CHARS]
     return [
-        ThinkingBlock(f"The user wrote: {snippet}", _UNSIGNED),
-        TextBlock(f"You said: {snippet}"),
+        {"type": THINKING, "thinking": f"The user wrote: {snippet}", "signature": _UNSIGNED},
+        {"type": "text", "text": f"You said: {snippet}"},
     ]
 
 
@@ -78,28 +76,23 @@ def to_reply_block(item: Any, new_id: Callable[[str], str]) -> dict[str, Any]:
     Raises:
         ScriptFailed: ``item`` is not reply content.
     """
-    if isinstance(item, str):
-        return {"type": "text", "text": item}
-    if isinstance(item, Mapping):
-        raw = dict(item)
-        kind = raw.get("type")
-        if kind == THINKING:
-            raw.setdefault("signature", _UNSIGNED)
-            raw.setdefault("thinking", "")
-        elif kind == REDACTED_THINKING:
-            raw.setdefault("data", _UNSIGNED)
-        elif kind == "tool_use":
-            raw.setdefault("input", {})
-            if not raw.get("id"):
-                raw["id"] = new_id("toolu")
-        item = raw
     try:
-        block = to_block(item)
+        raw = to_wire(item)
     except TypeError as err:
         raise ScriptFailed(str(err)) from err
-    if isinstance(block, ToolUseBlock) and not block.id:
-        block = ToolUseBlock(new_id("toolu"), block.name, block.input, extra=block.extra)
-    return block_to_wire(block)
+    kind = raw.get("type")
+    if kind == THINKING:
+        raw.setdefault("signature", _UNSIGNED)
+        raw.setdefault("thinking", "")
+    elif kind == REDACTED_THINKING:
+        raw.setdefault("data", _UNSIGNED)
+    elif kind == "tool_use":
+        raw.setdefault("input", {})
+        if not raw.get("id"):
+            raw["id"] = new_id("toolu")
+        if not isinstance(raw.get("name"), str) or not isinstance(raw.get("input"), dict):
+            raise ScriptFailed(f"tool_use block {raw!r} needs a string name and an object input")
+    return raw
 
 
 def run_script(script: Script, request: dict[str, Any], new_id: Callable[[str], str]) -> list[Any]:
@@ -128,38 +121,38 @@ def display_omitted(request: Mapping[str, Any]) -> bool:
 
 
 def sign_reply(
-    blocks: Iterable[dict[str, Any]],
-    *,
-    key: bytes,
-    family: str,
-    head: str,
-    chain: bytes,
-    omit_text: bool,
+    blocks: Iterable[dict[str, Any]], start: Binding, *, key: bytes, omit_text: bool
 ) -> list[dict[str, Any]]:
     """Sign every thinking / redacted block of a reply, each bound to what precedes it.
 
     Args:
         blocks: the reply's wire blocks in order.
+        start: the binding of a block opening the reply: the producing model, organization and
+            end user, the request's bound head, its content chain and the last thinking block
+            the model saw (the request as sent, minus removed blocks).
         key: the simulator's key.
-        family: the requested model's family.
-        head: the request's bound-head digest.
-        chain: the chain value after the request's messages as the model saw them.
         omit_text: return thinking text as ``""`` (``display: "omitted"``).
 
     Returns:
-        The blocks as returned, signatures filled in.
+        The blocks as returned, signatures filled in. Each later block's chain covers the reply's
+        non-thinking blocks before it, and its predecessor is the reply's previous thinking block.
     """
     out: list[dict[str, Any]] = []
+    binding = start
     for block in blocks:
-        binding = Binding(family, head, chain, REPLY_ROLE)
-        if block.get("type") == THINKING:
-            text = "" if omit_text else str(block.get("thinking", ""))
-            signature = sign(key, binding, block_type=THINKING, own_text=text)
-            block = {**block, "thinking": text, "signature": signature}
-        elif block.get("type") == REDACTED_THINKING:
-            block = {**block, "data": sign(key, binding, block_type=REDACTED_THINKING, own_text="")}
+        kind = block.get("type")
+        if kind in SIGNED_TYPES:
+            text = "" if omit_text or kind == REDACTED_THINKING else str(block.get("thinking", ""))
+            signature = sign(key, binding, block_type=str(kind), own_text=text)
+            if kind == THINKING:
+                block = {**block, "thinking": text, "signature": signature}
+            else:
+                block = {**block, "data": signature}
+            predecessor = block_digest(str(kind), signature)
+            binding = attrs.evolve(binding, predecessor=predecessor)
+        else:
+            binding = attrs.evolve(binding, chain=chain_step(binding.chain, REPLY_ROLE, block))
         out.append(block)
-        chain = chain_step(chain, REPLY_ROLE, block)
     return out
 
 

@@ -2,18 +2,19 @@
 script, sign the reply.
 
 Pure given its inputs (the knobs are taken from the simulator beforehand). Error mode refuses at the
-first failing block; drop mode removes every failing block and reports each in
+first prefix failure; drop mode removes it and every later thinking block; an unenforced account
+lets failing blocks through. Every removal and every allowed failure is reported in
 ``input_transformations``, which is present whenever the binding beta is on.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import attrs
 
-from ._api import BINDING_BETA, ERROR_MODE, THINKING_DROPPED
+from ._api import BINDING_BETA, THINKING_DROPPED, THINKING_MISMATCH_ALLOWED
 from ._reply import (
     Script,
     display_omitted,
@@ -24,7 +25,9 @@ from ._reply import (
     sign_reply,
     thinking_on,
 )
-from ._verify import ForcedDrop, Verifier, Walk, walk
+from ._sign import Binding
+from ._system import offered_tools
+from ._verify import ForcedDrop, Verifier, Walk, behavior, walk
 
 
 @attrs.frozen
@@ -37,26 +40,25 @@ class CallKnobs:
 
 @attrs.frozen
 class Answer:
-    """A reply message and the walk that produced its view of the request."""
+    """A reply message, the walk that produced its view of the request, and the names of tools
+    the reply called that were not offered (removed by a ``tool_removal``, or never added)."""
 
     message: dict[str, Any]
     walk: Walk
-
-
-def mismatch_behavior(body: Mapping[str, Any]) -> str:
-    """``thinking.block_binding.prefix_mismatch_behavior``, ``"error"`` when absent."""
-    thinking = body.get("thinking")
-    binding = thinking.get("block_binding") if isinstance(thinking, Mapping) else None
-    if isinstance(binding, Mapping):
-        return str(binding.get("prefix_mismatch_behavior", ERROR_MODE))
-    return ERROR_MODE
+    unoffered_calls: tuple[str, ...] = ()
 
 
 def transformations(walked: Walk) -> list[dict[str, Any]]:
-    """One ``thinking_dropped`` entry per removed block, in request order."""
+    """One entry per removed block (``thinking_dropped``) and per failing block that reached the
+    model (``thinking_mismatch_allowed``), in request order."""
     return [
-        {"type": THINKING_DROPPED, "path": check.path_text, "reason": check.reason}
-        for check in walked.dropped
+        {
+            "type": THINKING_MISMATCH_ALLOWED if check.allowed else THINKING_DROPPED,
+            "path": check.path_text,
+            "reason": check.reason,
+        }
+        for check in walked.checks
+        if not check.ok
     ]
 
 
@@ -65,6 +67,7 @@ def answer(
     betas: frozenset[str],
     *,
     verifier: Verifier,
+    enforced: bool,
     script: Script,
     knobs: CallKnobs,
     new_id: Callable[[str], str],
@@ -74,7 +77,8 @@ def answer(
     Args:
         body: the request body (already validated).
         betas: the request's beta names.
-        verifier: the simulator's key and model families.
+        verifier: the simulator's key, readability table, organization and end user.
+        enforced: the account enforces the prefix check without ``block_binding``.
         script: produces the reply blocks from the request as the model sees it.
         knobs: forced drops and extra report entries for this call.
         new_id: ``new_id(prefix)`` returns a fresh id (``msg_...``, ``toolu_...``).
@@ -83,22 +87,21 @@ def answer(
         InvalidRequest: a signature is invalid, or error mode meets a failing block.
         ScriptFailed: the script raised or answered something that is not content.
     """
-    walked = walk(
-        verifier, body, forced=knobs.forced, stop_on_failure=mismatch_behavior(body) == ERROR_MODE
-    )
-    seen = {**body, "messages": walked.messages}
+    walked = walk(verifier, body, mode=behavior(body, enforced=enforced), forced=knobs.forced)
+    tools = offered_tools(body)
+    seen = {**body, "messages": walked.messages, "tools": tools.offered()}
     blocks = run_script(script, seen, new_id)
     if not thinking_on(body):
         blocks = [block for block in blocks if not is_signed(block)]
-    family, head = verifier.head_of(body)
-    content = sign_reply(
-        blocks,
-        key=verifier.key,
-        family=family,
-        head=head,
-        chain=walked.chain,
-        omit_text=display_omitted(body),
+    start = Binding(
+        str(body["model"]),
+        verifier.organization,
+        verifier.end_user,
+        walked.head,
+        walked.chain,
+        walked.predecessor,
     )
+    content = sign_reply(blocks, start, key=verifier.key, omit_text=display_omitted(body))
     report: list[Any] | None = None
     if BINDING_BETA in betas or knobs.extra_transformations:
         report = transformations(walked) + list(knobs.extra_transformations)
@@ -109,4 +112,9 @@ def answer(
         usage_in=input_tokens(seen),
         transformations=report,
     )
-    return Answer(message, walked)
+    unoffered = tuple(
+        str(block.get("name"))
+        for block in content
+        if block.get("type") == "tool_use" and block.get("name") not in tools.active
+    )
+    return Answer(message, walked, unoffered)

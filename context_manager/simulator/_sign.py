@@ -1,10 +1,13 @@
-"""Thinking signatures: a versioned, sealed payload holding a model tag and the binding MAC.
+"""Thinking signatures: a versioned, sealed payload naming what a block is bound to.
 
-Layout, base64 encoded: ``MAGIC | version | nonce | model tag | binding MAC | seal``. The seal is an
-HMAC over everything before it plus the block's own type and text, so an edited signature or text
-(a foreign block: a 400) is told apart from a valid block whose model or prefix differs (a binding
-failure). The model tag tells a model mismatch from a prefix mismatch. Pure functions; the key is
-passed in and never stored here.
+Layout, base64 encoded: ``MAGIC | version | nonce | predecessor | producer model | organization |
+end user | prefix MAC | seal``. The prefix MAC (HMAC) binds the producing model, organization and
+end user, the bound head (system and bound tools) and the chain of non-thinking content before the
+block (VENDOR_RULES 1-3). The predecessor (the digest of the nearest thinking block before it in
+the request that produced it, or none) is carried in the clear for the order check (VENDOR_RULES
+4). The seal is an HMAC over everything before it plus the block's own type and text, so an edited
+or forged signature or text (a 400, VENDOR_RULES 12) is told apart from a valid block whose model,
+prefix or order differs (a binding failure). Pure functions; the key is passed in, never stored.
 """
 
 from __future__ import annotations
@@ -17,28 +20,24 @@ import secrets
 
 import attrs
 
-from context_manager._model._canonical import canonical_json
-
-from ._api import MODEL_MISMATCH, PREFIX_MISMATCH
+from ._canon import canonical_json
 
 MAGIC = b"cmsim"
 """Marks a payload as the simulator's, so a foreign signature is refused rather than misread."""
 
-VERSION = 1
-"""Payload layout version; a payload of another version is foreign."""
+VERSION = 2
+"""Payload layout version; a payload of another version is foreign (refused with a 400)."""
 
 NONCE_BYTES = 16
 """Random per block, so two blocks with the same prefix (a retried call) never share a signature."""
 
-TAG_BYTES = 8
-"""A truncated keyed hash of the model family: enough to tell families apart, not a MAC."""
+DIGEST_BYTES = 32
+"""SHA-256 / HMAC-SHA256 width: predecessor digests, MACs and seals."""
 
-MAC_BYTES = 32
-"""HMAC-SHA256 width."""
+MAX_NAME_BYTES = 255
+"""Longest model, organization or end-user name a payload can carry (one length byte)."""
 
 _HEADER = MAGIC + bytes([VERSION])
-PAYLOAD_BYTES = len(_HEADER) + NONCE_BYTES + TAG_BYTES + MAC_BYTES + MAC_BYTES
-"""The decoded length of every valid signature."""
 
 
 @attrs.frozen
@@ -46,16 +45,20 @@ class Binding:
     """What a signed block is bound to.
 
     Attributes:
-        family: the model family that made (or reads) the block.
-        head: digest of the bound head (canonical system and non-deferred tools).
-        chain: chain value of every ``(role, block)`` before the block, as the model saw them.
-        role: the role of the message the block is in (always ``"assistant"`` when produced).
+        model: the model that produced the block.
+        organization: the organization it was produced under.
+        end_user: the end user it was produced for.
+        head: digest of the bound head (canonical system and bound tools).
+        chain: chain value of every non-thinking ``(role, block)`` before the block.
+        predecessor: digest of the nearest thinking block before it, or ``None``.
     """
 
-    family: str
+    model: str
+    organization: str
+    end_user: str
     head: str
     chain: bytes
-    role: str
+    predecessor: bytes | None
 
 
 @attrs.frozen
@@ -63,28 +66,50 @@ class Payload:
     """A decoded signature: its parts, not yet checked against any key."""
 
     nonce: bytes
-    model_tag: bytes
+    predecessor: bytes | None
+    model: str
+    organization: str
+    end_user: str
     mac: bytes
     seal: bytes
 
     def body(self) -> bytes:
         """The bytes the seal covers (everything before it)."""
-        return _HEADER + self.nonce + self.model_tag + self.mac
+        flag = b"\x00" + bytes(DIGEST_BYTES) if self.predecessor is None else b"\x01"
+        pred = b"" if self.predecessor is None else self.predecessor
+        names = b"".join(_name(n) for n in (self.model, self.organization, self.end_user))
+        return _HEADER + self.nonce + flag + pred + names + self.mac
+
+
+def _name(value: str) -> bytes:
+    raw = value.encode()
+    if len(raw) > MAX_NAME_BYTES:
+        raise ValueError(f"name {value[:40]!r}... is longer than {MAX_NAME_BYTES} bytes")
+    return bytes([len(raw)]) + raw
 
 
 def _hmac(key: bytes, label: bytes, message: bytes) -> bytes:
     return hmac.new(key, label + b"\x00" + message, hashlib.sha256).digest()
 
 
-def model_tag(key: bytes, family: str) -> bytes:
-    """The tag naming ``family`` in a payload."""
-    return _hmac(key, b"model", family.encode())[:TAG_BYTES]
+def block_digest(block_type: str, signature: str) -> bytes:
+    """The digest a later block records as its predecessor: the block's type and signature."""
+    return hashlib.sha256(f"{block_type}\x00{signature}".encode()).digest()
 
 
-def binding_mac(key: bytes, nonce: bytes, binding: Binding) -> bytes:
-    """HMAC over the nonce, model family, head digest, prefix chain and role."""
+def prefix_mac(key: bytes, nonce: bytes, binding: Binding) -> bytes:
+    """HMAC over the nonce, producer, organization, end user, head, prefix chain, predecessor."""
     message = canonical_json(
-        [VERSION, nonce.hex(), binding.family, binding.head, binding.chain.hex(), binding.role]
+        [
+            VERSION,
+            nonce.hex(),
+            binding.model,
+            binding.organization,
+            binding.end_user,
+            binding.head,
+            binding.chain.hex(),
+            None if binding.predecessor is None else binding.predecessor.hex(),
+        ]
     )
     return _hmac(key, b"bind", message.encode())
 
@@ -108,13 +133,37 @@ def sign(
 
     Returns:
         The base64 signature (for a redacted block, its ``data``).
+
+    Raises:
+        ValueError: ``nonce`` has the wrong length or a name is too long.
     """
     nonce = secrets.token_bytes(NONCE_BYTES) if nonce is None else nonce
     if len(nonce) != NONCE_BYTES:
         raise ValueError(f"nonce must be {NONCE_BYTES} bytes, got {len(nonce)}")
-    payload = Payload(nonce, model_tag(key, binding.family), binding_mac(key, nonce, binding), b"")
+    payload = Payload(
+        nonce,
+        binding.predecessor,
+        binding.model,
+        binding.organization,
+        binding.end_user,
+        prefix_mac(key, nonce, binding),
+        b"",
+    )
     seal = _seal(key, payload.body(), block_type, own_text)
     return base64.b64encode(payload.body() + seal).decode("ascii")
+
+
+def _take_name(raw: bytes, at: int) -> tuple[str, int] | None:
+    if at >= len(raw):
+        return None
+    size = raw[at]
+    end = at + 1 + size
+    if end > len(raw):
+        return None
+    try:
+        return raw[at + 1 : end].decode(), end
+    except UnicodeDecodeError:
+        return None
 
 
 def decode(signature: object) -> Payload | None:
@@ -125,13 +174,25 @@ def decode(signature: object) -> Payload | None:
         raw = base64.b64decode(signature.encode("ascii"), validate=True)
     except (binascii.Error, UnicodeEncodeError):
         return None
-    if len(raw) != PAYLOAD_BYTES or not raw.startswith(_HEADER):
+    if not raw.startswith(_HEADER):
         return None
     at = len(_HEADER)
     nonce, at = raw[at : at + NONCE_BYTES], at + NONCE_BYTES
-    tag, at = raw[at : at + TAG_BYTES], at + TAG_BYTES
-    mac, at = raw[at : at + MAC_BYTES], at + MAC_BYTES
-    return Payload(nonce, tag, mac, raw[at:])
+    flag, pred, at = raw[at : at + 1], raw[at + 1 : at + 1 + DIGEST_BYTES], at + 1 + DIGEST_BYTES
+    if flag not in (b"\x00", b"\x01") or len(pred) != DIGEST_BYTES:
+        return None
+    names: list[str] = []
+    for _ in range(3):
+        taken = _take_name(raw, at)
+        if taken is None:
+            return None
+        name, at = taken
+        names.append(name)
+    if len(raw) != at + 2 * DIGEST_BYTES:
+        return None
+    mac, seal = raw[at : at + DIGEST_BYTES], raw[at + DIGEST_BYTES :]
+    predecessor = pred if flag == b"\x01" else None
+    return Payload(nonce, predecessor, names[0], names[1], names[2], mac, seal)
 
 
 def is_sealed(key: bytes, payload: Payload, *, block_type: str, own_text: str) -> bool:
@@ -140,15 +201,9 @@ def is_sealed(key: bytes, payload: Payload, *, block_type: str, own_text: str) -
     return hmac.compare_digest(expected, payload.seal)
 
 
-def binding_failure(key: bytes, payload: Payload, binding: Binding) -> str | None:
-    """Why a sealed ``payload`` does not verify against ``binding``, or ``None`` when it does.
-
-    Returns:
-        ``"model_binding_mismatch"`` when the payload's model family differs,
-        ``"prefix_binding_mismatch"`` when the family matches but the head or prefix differs.
-    """
-    if not hmac.compare_digest(payload.model_tag, model_tag(key, binding.family)):
-        return MODEL_MISMATCH
-    if not hmac.compare_digest(payload.mac, binding_mac(key, payload.nonce, binding)):
-        return PREFIX_MISMATCH
-    return None
+def prefix_matches(key: bytes, payload: Payload, head: str, chain: bytes) -> bool:
+    """True when a sealed ``payload`` was made after this bound head and content chain."""
+    binding = Binding(
+        payload.model, payload.organization, payload.end_user, head, chain, payload.predecessor
+    )
+    return hmac.compare_digest(payload.mac, prefix_mac(key, payload.nonce, binding))

@@ -1,9 +1,10 @@
 """The stateful simulator: records calls, holds the fault knobs and answers HTTP requests.
 
-Thread-safe: one lock guards the records, the knobs and nothing else; scripts run outside it. Every
-request gets an answer in the API's shapes (a bug in the simulator itself is logged and answered
-with a 500 ``api_error``). Invariants (``_check``): every recorded call holds its request and its
-reply; the fault queues hold only valid entries.
+Thread-safe: one lock guards the records, the knobs, the remembered replies (for the open tool loop
+check) and the organization / end user; scripts run outside it. Every request gets an answer in the
+API's shapes (a bug in the simulator itself is logged and answered with a 500 ``api_error``).
+Invariants (``_check``): every recorded call holds its request and its reply; the fault queues hold
+only valid entries; the remembered replies stay within their capacity.
 """
 
 from __future__ import annotations
@@ -18,19 +19,20 @@ import attrs
 import httpx2
 import structlog
 
-from context_manager._model._content import block_to_wire, to_block
-
-from ._api import MESSAGES_PATH, PREFIX_MISMATCH, SIGNED_TYPES
+from ._api import DROP_MODE, MESSAGES_PATH, PREFIX_MISMATCH, SIGNED_TYPES
 from ._errors import InvalidRequest, NotFound, SimulatedApiError
 from ._faults import Faults
 from ._http import VERSION_HEADER, HttpReply, betas_of, error_reply, json_reply, sse_reply
 from ._intake import new_id, parse_body, split_betas
+from ._loop import IssuedReplies
+from ._models import SYSTEM_MESSAGE_MODELS, Readability, documented_readability
 from ._reply import Script, default_script
 from ._respond import answer
 from ._server import SimulatorServer
 from ._transport import SimulatorTransport
 from ._validate import validate_request
 from ._verify import BlockCheck, BlockPredicate, Verifier, content_blocks, walk
+from ._wire import to_wire
 
 logger = structlog.get_logger("context_manager.simulator")
 
@@ -44,6 +46,17 @@ BASE_URL = "http://simulator.invalid"
 API_KEY = "sim"
 """The API key in-process clients send; the simulator does not check it."""
 
+DEFAULT_ORGANIZATION = "org-simulator"
+"""The organization requests are made under until ``Simulator.organization`` is changed."""
+
+
+def _with_families(base: Readability, families: Mapping[str, str]) -> Readability:
+    def readable(reader: str, producer: str) -> bool:
+        same = families.get(reader, reader) == families.get(producer, producer)
+        return same or base(reader, producer)
+
+    return readable
+
 
 @attrs.frozen
 class Call:
@@ -55,7 +68,9 @@ class Call:
         status: the HTTP status answered.
         response: the reply message, or the error body.
         stream: the request asked for a stream.
-        dropped: the blocks removed in drop mode, in request order.
+        dropped: the blocks removed, in request order.
+        unoffered_calls: names of tools the reply called that were not offered at that point
+            (removed by a ``tool_removal``, deferred and never added, or not declared).
     """
 
     request: dict[str, Any]
@@ -64,6 +79,7 @@ class Call:
     response: dict[str, Any]
     stream: bool
     dropped: tuple[BlockCheck, ...] = ()
+    unoffered_calls: tuple[str, ...] = ()
 
 
 class Simulator:
@@ -75,8 +91,20 @@ class Simulator:
             removed). A thinking block needs only its text; the simulator signs it. Tool-use ids
             are generated when missing. Default: think one line, answer one line.
         key: the HMAC key signatures are made and checked with.
-        model_families: model id to family name; blocks bind to the family, so models of one
-            family read each other's blocks. A model not listed is its own family.
+        model_families: model id to family name; models of one family read each other's blocks
+            (on top of ``readability``). A model not listed is its own family.
+        readability: ``readable(reader, producer) -> bool``, the model check (VENDOR_RULES 8-9).
+            Default: the documented table (``documented_readability``); a model always reads
+            its own blocks and anything undocumented is unreadable. An unreadable block is
+            always dropped (``model_binding_mismatch``), never a 400.
+        enforced: the account enforces the prefix check (an account created on or after
+            2026-08-31). ``False``: a request without ``thinking.block_binding`` lets failing
+            blocks reach the model and reports them as ``thinking_mismatch_allowed``.
+        system_message_models: the models that accept mid-conversation ``role: "system"``
+            messages. Default: the documented list ``SYSTEM_MESSAGE_MODELS``; pass a superset
+            to extend it.
+        organization: the organization requests are made under (settable later).
+        end_user: the end user requests are made for (settable later).
 
     Example:
         ``sim = Simulator(); async with sim.client() as client: await client.beta.messages
@@ -89,14 +117,53 @@ class Simulator:
         key: bytes = DEFAULT_KEY,
         *,
         model_families: Mapping[str, str] | None = None,
+        readability: Readability | None = None,
+        enforced: bool = True,
+        system_message_models: Iterable[str] | None = None,
+        organization: str = DEFAULT_ORGANIZATION,
+        end_user: str = "",
     ) -> None:
         if not key:
             raise ValueError("key must be non-empty bytes")
         self._script: Script = script or default_script
-        self._verifier = Verifier(bytes(key), dict(model_families or {}))
+        readable = readability or documented_readability
+        if model_families:
+            readable = _with_families(readable, dict(model_families))
+        self._verifier = Verifier(bytes(key), readable, organization, end_user)
+        self.enforced = enforced
+        """Whether the account enforces the prefix check without ``block_binding``."""
+        self.system_message_models = frozenset(
+            SYSTEM_MESSAGE_MODELS if system_message_models is None else system_message_models
+        )
+        """Models that accept mid-conversation system messages (a frozenset of ids)."""
         self._lock = threading.Lock()
         self._calls: list[Call] = []
         self._faults = Faults()
+        self._issued = IssuedReplies()
+
+    # Identity ----------------------------------------------------------------------------------
+
+    @property
+    def organization(self) -> str:
+        """The organization requests are made under. Setting it makes every block produced
+        under another one drop with ``organization_binding_mismatch`` (VENDOR_RULES 11)."""
+        return self._verifier.organization
+
+    @organization.setter
+    def organization(self, value: str) -> None:
+        with self._lock:
+            self._verifier = attrs.evolve(self._verifier, organization=str(value))
+
+    @property
+    def end_user(self) -> str:
+        """The end user requests are made for. Setting it makes every block produced for another
+        one drop with ``end_user_binding_mismatch`` (VENDOR_RULES 11)."""
+        return self._verifier.end_user
+
+    @end_user.setter
+    def end_user(self, value: str) -> None:
+        with self._lock:
+            self._verifier = attrs.evolve(self._verifier, end_user=str(value))
 
     # Records -----------------------------------------------------------------------------------
 
@@ -168,7 +235,8 @@ class Simulator:
     def verify(self, request: Mapping[str, Any]) -> list[BlockCheck]:
         """Check every signed block of ``request`` exactly as a drop-mode call would.
 
-        Nothing is recorded and no knob is consumed (forced drops do not apply).
+        Nothing is recorded and no knob is consumed (forced drops do not apply). A block after
+        a failing one is reported failing too (drop mode removes every later thinking block).
 
         Args:
             request: a body, or SDK keyword arguments (a ``betas`` entry is the beta header).
@@ -179,11 +247,14 @@ class Simulator:
 
         Raises:
             InvalidRequest: the API would refuse the request (its message says why), including
-                an empty, malformed or foreign signature.
+                an empty, malformed or foreign signature, or altered thinking in an open
+                tool loop (VENDOR_RULES 6).
         """
         body, betas = split_betas(request)
-        validate_request(body, betas)
-        return list(walk(self._verifier, body).checks)
+        validate_request(body, betas, self.system_message_models)
+        with self._lock:
+            self._issued.check(body)
+        return list(walk(self._verifier, body, mode=DROP_MODE).checks)
 
     def verify_block(self, request: Mapping[str, Any], i: int, j: int, block: Any) -> str | None:
         """Would ``block`` verify if inserted at ``messages[i].content[j]`` of ``request``?
@@ -205,7 +276,7 @@ class Simulator:
             InvalidRequest: ``block`` or an earlier signed block has an invalid signature.
         """
         body, _ = split_betas(request)
-        wire = block_to_wire(to_block(block))
+        wire = to_wire(block)
         if wire.get("type") not in SIGNED_TYPES:
             raise ValueError(f"only thinking blocks are bound; got a {wire.get('type')!r} block")
         messages = list(body.get("messages", []))
@@ -216,7 +287,8 @@ class Simulator:
             raise IndexError(f"content index {j} out of range (0..{len(content)})")
         content.insert(j, wire)
         messages[i] = {**messages[i], "content": content}
-        walked = walk(self._verifier, {**body, "messages": messages}, stop_at=(i, j))
+        body = {**body, "messages": messages}
+        walked = walk(self._verifier, body, mode=DROP_MODE, stop_at=(i, j))
         return walked.checks[-1].reason
 
     # HTTP --------------------------------------------------------------------------------------
@@ -244,16 +316,16 @@ class Simulator:
                 raise InvalidRequest(f"{VERSION_HEADER}: header is required")
             parsed = parse_body(body)
             betas = betas_of(headers)
-            reply, response, dropped = self._answer(parsed, betas, request_id)
+            reply, response, dropped, unoffered = self._answer(parsed, betas, request_id)
         except SimulatedApiError as err:
             logger.info(
                 "simulator_refused", status=err.status, error=err.error_type, why=err.message
             )
-            reply, response, dropped = error_reply(err, request_id), err.body(), ()
+            reply, response, dropped, unoffered = error_reply(err, request_id), err.body(), (), ()
         except Exception:  # a simulator bug: answer like the API would, never crash the caller
             logger.exception("simulator_failed", path=path)
             bug = SimulatedApiError(500, "api_error", "internal simulator error (see its log)")
-            reply, response, dropped = error_reply(bug, request_id), bug.body(), ()
+            reply, response, dropped, unoffered = error_reply(bug, request_id), bug.body(), (), ()
         if parsed is not None:
             call = Call(
                 parsed,
@@ -262,6 +334,7 @@ class Simulator:
                 response,
                 parsed.get("stream") is True,
                 dropped,
+                unoffered,
             )
             with self._lock:
                 self._calls.append(call)
@@ -269,18 +342,31 @@ class Simulator:
 
     def _answer(
         self, body: dict[str, Any], betas: frozenset[str], request_id: str
-    ) -> tuple[HttpReply, dict[str, Any], tuple[BlockCheck, ...]]:
+    ) -> tuple[HttpReply, dict[str, Any], tuple[BlockCheck, ...], tuple[str, ...]]:
         with self._lock:
             failure = self._faults.take_failure()
         if failure is not None:
             raise failure
-        validate_request(body, betas)
+        validate_request(body, betas, self.system_message_models)
         with self._lock:
             knobs = self._faults.take_knobs()
+            self._issued.check(body)
+            verifier = self._verifier
         result = answer(
-            body, betas, verifier=self._verifier, script=self._script, knobs=knobs, new_id=new_id
+            body,
+            betas,
+            verifier=verifier,
+            enforced=self.enforced,
+            script=self._script,
+            knobs=knobs,
+            new_id=new_id,
         )
+        with self._lock:
+            self._issued.remember(result.message["content"])
         dropped = result.walk.dropped
+        unoffered = result.unoffered_calls
+        if unoffered:
+            logger.info("simulator_unoffered_tool_called", tools=list(unoffered))
         if dropped:
             logger.info(
                 "simulator_thinking_dropped",
@@ -288,8 +374,8 @@ class Simulator:
                 reasons=[check.reason for check in dropped],
             )
         if body.get("stream") is True:
-            return sse_reply(result.message, request_id), result.message, dropped
-        return json_reply(200, result.message, request_id), result.message, dropped
+            return sse_reply(result.message, request_id), result.message, dropped, unoffered
+        return json_reply(200, result.message, request_id), result.message, dropped, unoffered
 
     # Clients -----------------------------------------------------------------------------------
 
@@ -354,4 +440,5 @@ class Simulator:
         """Assert the structural invariants (tests call this after mutations)."""
         with self._lock:
             self._faults._check()
+            self._issued._check()
             assert all(isinstance(call.response, dict) for call in self._calls)

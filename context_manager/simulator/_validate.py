@@ -17,11 +17,11 @@ from ._api import (
     BINDING_BETA,
     PREFIX_MISMATCH_BEHAVIORS,
     REDACTED_THINKING,
-    SYSTEM_CLEAR_AT_BETA,
     THINKING,
-    TOOL_CHANGES_BETA,
 )
 from ._errors import InvalidRequest
+from ._models import SYSTEM_MESSAGE_MODELS
+from ._system import check_system_messages
 
 BODY_FIELDS = frozenset(MessageCreateParamsBase.__annotations__) - {"betas"} | {"stream"}
 """Top-level fields the API accepts: the SDK's create params (``betas`` is a header instead)."""
@@ -59,17 +59,19 @@ USER_BLOCK_TYPES = frozenset(
 SYSTEM_BLOCK_TYPES = frozenset({"text", "tool_addition", "tool_removal"})
 """Block types a mid-conversation system message may hold."""
 
-TOOL_CHANGE_TYPES = frozenset({"tool_addition", "tool_removal"})
 USER_ONLY_TYPES = frozenset({"tool_result"})
 """Block types an assistant message may not hold (everything else there passes through)."""
 
 
-def validate_request(body: Any, betas: frozenset[str]) -> None:
+def validate_request(
+    body: Any, betas: frozenset[str], system_message_models: frozenset[str] = SYSTEM_MESSAGE_MODELS
+) -> None:
     """Refuse ``body`` as the API would, or return.
 
     Args:
         body: the parsed JSON request body.
         betas: the names in the request's ``anthropic-beta`` header.
+        system_message_models: the models that accept mid-conversation system messages.
 
     Raises:
         InvalidRequest: the first problem found; its message starts with the offending path.
@@ -95,6 +97,7 @@ def validate_request(body: Any, betas: frozenset[str]) -> None:
     if "thinking" in body:
         _check_thinking(body["thinking"], max_tokens, betas)
     _check_messages(body["messages"], betas)
+    check_system_messages(body, betas, system_message_models)
 
 
 def _no_nulls(value: Any, path: str) -> None:
@@ -192,9 +195,7 @@ def _check_messages(messages: Any, betas: frozenset[str]) -> None:
                 f"messages.{i}.role: Input should be 'user', 'assistant' or 'system'"
             )
         for name in sorted(message):
-            if name not in MESSAGE_FIELDS[role] or (
-                name == "clear_at" and SYSTEM_CLEAR_AT_BETA not in betas
-            ):
+            if name not in MESSAGE_FIELDS[role]:
                 raise InvalidRequest(f"messages.{i}.{name}: Extra inputs are not permitted")
         if "content" not in message and not (role == "system" and "output_config" in message):
             raise InvalidRequest(f"messages.{i}.content: Field required")
@@ -216,7 +217,7 @@ def _check_content(i: int, role: str, content: Any, last: bool, betas: frozenset
     else:
         raise InvalidRequest(f"messages.{i}.content: Input should be a string or a list of blocks")
     if not blocks:
-        if role == "assistant" and last:
+        if (role == "assistant" and last) or role == "system":
             return
         raise InvalidRequest(
             f"messages.{i}: all messages must have non-empty content except for the optional "
@@ -231,9 +232,7 @@ def _check_block(block: Any, role: str, path: str, betas: frozenset[str]) -> Non
         raise InvalidRequest(f"{path}: Input should be a content block with a string 'type'")
     kind = block["type"]
     if role == "system":
-        if kind not in SYSTEM_BLOCK_TYPES or (
-            kind in TOOL_CHANGE_TYPES and TOOL_CHANGES_BETA not in betas
-        ):
+        if kind not in SYSTEM_BLOCK_TYPES:
             raise InvalidRequest(
                 f"{path}.type: '{kind}' blocks are not permitted in system messages"
             )

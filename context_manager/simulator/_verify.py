@@ -1,8 +1,12 @@
-"""Verifying the signed blocks of a request, in request order, against what the model sees.
+"""Verifying the signed blocks of a request, oldest first, by the documented rules.
 
-Pure functions. A block's prefix is every earlier block that survives (blocks that failed before it
-are removed first), so removing one block makes every later block made while it was present fail
-too, and never one made after it was already gone. Paths index the request as sent.
+Pure functions. For each signed block (VENDOR_RULES 1-4, 8, 11-13): a bad signature is a 400;
+then the organization, end-user and model checks (drops, never 400s); then the prefix check (the
+bound head and the non-thinking content before it) and the order check (no thinking block the
+model sees precedes it, or the nearest one is the one it recorded). A prefix or order failure is
+a 400 (``"error"``), removes the block and every later thinking block (``"drop_block"``), or
+reaches the model and is reported (an unenforced account, ``"allow"``). Paths index the request
+as sent.
 """
 
 from __future__ import annotations
@@ -12,10 +16,27 @@ from typing import Any
 
 import attrs
 
-from ._api import DROP_REASONS, REDACTED_THINKING, SIGNED_TYPES, THINKING, block_path
-from ._canon import CHAIN_START, chain_step, head_digest, model_family
+from ._api import (
+    DROP_MODE,
+    DROP_REASONS,
+    END_USER_MISMATCH,
+    ERROR_MODE,
+    MODEL_MISMATCH,
+    ORGANIZATION_MISMATCH,
+    PREFIX_MISMATCH,
+    REDACTED_THINKING,
+    SIGNED_TYPES,
+    THINKING,
+    block_path,
+)
+from ._canon import CHAIN_START, chain_step, head_digest
 from ._errors import InvalidRequest
-from ._sign import Binding, binding_failure, decode, is_sealed
+from ._models import Readability
+from ._sign import block_digest, decode, is_sealed, prefix_matches
+from ._system import CLEAR_NEVER, added_tool_name
+
+ALLOW_MODE = "allow"
+"""An unenforced account's behaviour: a failing block reaches the model and is reported."""
 
 BlockPredicate = Callable[[int, int, Mapping[str, Any]], bool]
 """``predicate(i, j, block)``: does a forced drop take the block at ``messages[i].content[j]``?"""
@@ -28,15 +49,17 @@ class BlockCheck:
     Attributes:
         path: ``(i, j)`` of the block in the request as sent.
         block_type: ``"thinking"`` or ``"redacted_thinking"``.
-        reason: ``None`` when the block verifies, else the drop reason
+        reason: ``None`` when the block verifies, else the failure reason
             (``"prefix_binding_mismatch"``, ``"model_binding_mismatch"``, ...).
         forced: the reason came from a forced drop (``Simulator.force_drop``), not the check.
+        allowed: the block failed but reached the model (an unenforced account).
     """
 
     path: tuple[int, int]
     block_type: str
     reason: str | None
     forced: bool = False
+    allowed: bool = False
 
     @property
     def ok(self) -> bool:
@@ -51,7 +74,7 @@ class BlockCheck:
 
 @attrs.frozen
 class ForcedDrop:
-    """Blocks one call must drop with ``reason`` even if they verify.
+    """Blocks one call must fail with ``reason`` even if they verify.
 
     With neither ``paths`` nor ``predicate`` every signed block is taken; otherwise a block is
     taken when its ``(i, j)`` is in ``paths`` or ``predicate(i, j, block)`` is true.
@@ -72,30 +95,43 @@ class ForcedDrop:
 
 @attrs.frozen
 class Walk:
-    """A request checked: every signed block's outcome, the messages the model sees, and the chain
-    value after the last block seen (what a reply's first block is bound to)."""
+    """A request checked.
+
+    Attributes:
+        checks: every signed block's outcome, in request order.
+        messages: the messages as the model sees them (removed blocks and cleared system
+            messages left out; a string content kept as sent).
+        head: the bound-head digest after the last message (deferred tools added so far).
+        chain: the content chain after the last message (what a reply's first block binds to).
+        predecessor: the digest of the last thinking block the model sees, or ``None``.
+    """
 
     checks: tuple[BlockCheck, ...]
     messages: list[dict[str, Any]]
+    head: str = ""
     chain: bytes = CHAIN_START
+    predecessor: bytes | None = None
 
     @property
     def dropped(self) -> tuple[BlockCheck, ...]:
-        """The checks that failed, in request order."""
-        return tuple(check for check in self.checks if not check.ok)
+        """The checks whose block was removed, in request order."""
+        return tuple(c for c in self.checks if not c.ok and not c.allowed)
+
+    @property
+    def allowed(self) -> tuple[BlockCheck, ...]:
+        """The checks whose block failed but reached the model, in request order."""
+        return tuple(c for c in self.checks if c.allowed)
 
 
 @attrs.frozen
 class Verifier:
-    """The key and model families blocks are signed and checked with."""
+    """What blocks are signed and checked with: the key, the readability table, and the
+    organization and end user requests are made under."""
 
     key: bytes
-    families: Mapping[str, str] = attrs.field(factory=dict)
-
-    def head_of(self, body: Mapping[str, Any]) -> tuple[str, str]:
-        """The model family and bound-head digest of the request ``body`` (computed once)."""
-        family = model_family(str(body.get("model", "")), self.families)
-        return family, head_digest(body.get("system"), body.get("tools"))
+    readable: Readability
+    organization: str = ""
+    end_user: str = ""
 
 
 def content_blocks(content: Any) -> list[Any]:
@@ -118,6 +154,17 @@ def signature_field(block_type: str) -> str:
     return "data" if block_type == REDACTED_THINKING else "signature"
 
 
+def signature_of(block: Mapping[str, Any]) -> str:
+    """The signature (or redacted ``data``) of a signed block, ``""`` when absent."""
+    value = block.get(signature_field(str(block.get("type"))))
+    return value if isinstance(value, str) else ""
+
+
+def digest_of(block: Mapping[str, Any]) -> bytes:
+    """The digest a later block records when ``block`` is its predecessor."""
+    return block_digest(str(block.get("type")), signature_of(block))
+
+
 def _refuse_invalid(i: int, j: int, block_type: str) -> InvalidRequest:
     field = signature_field(block_type)
     return InvalidRequest(
@@ -127,18 +174,46 @@ def _refuse_invalid(i: int, j: int, block_type: str) -> InvalidRequest:
 
 
 def refuse_failed(check: BlockCheck) -> InvalidRequest:
-    """The error-mode 400 for a block that failed its binding check."""
+    """The error-mode 400 for a block that failed its prefix or order check."""
     return InvalidRequest(
-        f"{check.path_text}: this `{check.block_type}` block does not verify against this request "
-        f"({check.reason}): the model or the conversation before it differs from the one it was "
-        "made in. Send it with the exact prefix it was made after, remove it and every later "
-        'thinking block, or set thinking.block_binding.prefix_mismatch_behavior to "drop_block"'
+        f"{check.path_text}: The block is bound to a different conversation: the system prompt, "
+        f"tools or messages before this `{check.block_type}` block differ from the ones it was "
+        f"created with, or a thinking block before it was removed ({check.reason}). Send the "
+        "conversation exactly as it was, remove this block and every later thinking block, or "
+        'set thinking.block_binding.prefix_mismatch_behavior to "drop_block"'
     )
+
+
+def best_reason(reasons: Sequence[str]) -> str | None:
+    """The reason the API reports when several apply (VENDOR_RULES 11)."""
+    return min(reasons, key=DROP_REASONS.index) if reasons else None
+
+
+@attrs.define
+class _State:
+    """The walk's running values: bound head, content chain, last thinking block seen."""
+
+    system: Any
+    tools: Any
+    added: set[str] = attrs.field(factory=set)
+    head: str = ""
+    chain: bytes = CHAIN_START
+    last_seen: bytes | None = None
+    cascading: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        self.head = head_digest(self.system, self.tools, self.added)
+
+    def add_tool(self, name: str) -> None:
+        if name not in self.added:
+            self.added.add(name)
+            self.head = head_digest(self.system, self.tools, self.added)
 
 
 def _check_block(
     verifier: Verifier,
-    binding: Binding,
+    state: _State,
+    model: str,
     at: tuple[int, int],
     block: Mapping[str, Any],
     forced: Sequence[ForcedDrop],
@@ -149,63 +224,122 @@ def _check_block(
         verifier.key, payload, block_type=block_type, own_text=own_text(block)
     ):
         raise _refuse_invalid(*at, block_type)
-    natural = binding_failure(verifier.key, payload, binding)
+    natural: list[str] = []
+    if payload.organization != verifier.organization:
+        natural.append(ORGANIZATION_MISMATCH)
+    if payload.end_user != verifier.end_user:
+        natural.append(END_USER_MISMATCH)
+    if not verifier.readable(model, payload.model):
+        natural.append(MODEL_MISMATCH)
+    in_order = state.last_seen is None or state.last_seen == payload.predecessor
+    if state.cascading or not (
+        in_order and prefix_matches(verifier.key, payload, state.head, state.chain)
+    ):
+        natural.append(PREFIX_MISMATCH)
     forced_reasons = [f.reason for f in forced if f.takes(*at, block)]
-    reasons = [r for r in (natural, *forced_reasons) if r is not None]
-    if not reasons:
-        return BlockCheck(at, block_type, None)
-    reason = min(reasons, key=DROP_REASONS.index)
-    return BlockCheck(at, block_type, reason, forced=reason != natural)
+    reason = best_reason([*natural, *forced_reasons])
+    return BlockCheck(at, block_type, reason, forced=reason not in (None, *natural))
+
+
+def _system_step(state: _State, message: Mapping[str, Any], blocks: Sequence[Any]) -> None:
+    for block in blocks:
+        name = added_tool_name(block)
+        if name is not None:
+            state.add_tool(name)
+    clear_at = message.get("clear_at", CLEAR_NEVER)
+    if clear_at != CLEAR_NEVER:
+        state.chain = chain_step(state.chain, "system", {"clear_at": clear_at})
+
+
+def _cleared(messages: Sequence[Any]) -> set[int]:
+    """Indices of ``clear_at: "next_user_message"`` system messages a later user message hides."""
+    hidden: set[int] = set()
+    pending: list[int] = []
+    for i, message in enumerate(messages):
+        role = message.get("role") if isinstance(message, Mapping) else None
+        if role == "user":
+            hidden.update(pending)
+            pending = []
+        elif role == "system" and message.get("clear_at") == "next_user_message":
+            pending.append(i)
+    return hidden
 
 
 def walk(
     verifier: Verifier,
     body: Mapping[str, Any],
     *,
+    mode: str = DROP_MODE,
     forced: Sequence[ForcedDrop] = (),
-    stop_on_failure: bool = False,
     stop_at: tuple[int, int] | None = None,
 ) -> Walk:
-    """Check every signed block of ``body`` in order, removing each one that fails.
+    """Check every signed block of ``body`` oldest first.
 
     Args:
-        verifier: key and model families.
+        verifier: key, readability and the requesting organization / end user.
         body: a request body that passed validation (``messages`` is a list of message dicts).
-        forced: forced drops applied on top of the checks.
-        stop_on_failure: raise the error-mode 400 at the first failing block.
+        mode: ``"error"``, ``"drop_block"`` or ``"allow"`` (an unenforced account).
+        forced: forced failures applied on top of the checks.
         stop_at: stop right after checking the block at this ``(i, j)``.
 
     Returns:
-        The checks in request order and the messages as the model sees them (content lists with
-        failed blocks removed; a string content is kept as sent).
+        The checks and the request as the model sees it.
 
     Raises:
-        InvalidRequest: a signed block's signature is empty, malformed or not this simulator's
-            (whatever the mode), or, with ``stop_on_failure``, a block fails its check.
+        InvalidRequest: a signed block's signature is empty, malformed, forged or not this
+            simulator's (in every mode), or, in ``"error"`` mode, a block fails its prefix or
+            order check.
 
     Cost: O(size of the request).
     """
-    family, head = verifier.head_of(body)
-    chain = CHAIN_START
+    model = str(body.get("model", ""))
+    state = _State(body.get("system"), body.get("tools"))
     checks: list[BlockCheck] = []
     seen: list[dict[str, Any]] = []
     messages = body.get("messages", [])
-    for i, message in enumerate(messages if isinstance(messages, list) else []):
+    messages = messages if isinstance(messages, list) else []
+    hidden = _cleared(messages)
+    for i, message in enumerate(messages):
         role = str(message.get("role", ""))
         kept: list[Any] = []
-        for j, block in enumerate(content_blocks(message.get("content"))):
-            if isinstance(block, Mapping) and block.get("type") in SIGNED_TYPES:
-                binding = Binding(family, head, chain, role)
-                check = _check_block(verifier, binding, (i, j), block, forced)
-                checks.append(check)
-                if stop_on_failure and not check.ok:
+        blocks = content_blocks(message.get("content"))
+        for j, block in enumerate(blocks):
+            if not (isinstance(block, Mapping) and block.get("type") in SIGNED_TYPES):
+                kept.append(block)
+                state.chain = chain_step(state.chain, role, block)
+                continue
+            check = _check_block(verifier, state, model, (i, j), block, forced)
+            if check.reason == PREFIX_MISMATCH:
+                if mode == ERROR_MODE:
                     raise refuse_failed(check)
-                if stop_at == (i, j):
-                    return Walk(tuple(checks), seen, chain)
-                if not check.ok:
-                    continue
-            kept.append(block)
-            chain = chain_step(chain, role, block)
+                if mode == ALLOW_MODE:
+                    check = attrs.evolve(check, allowed=True)
+                else:
+                    state.cascading = True
+            checks.append(check)
+            if stop_at == (i, j):
+                return Walk(tuple(checks), seen, state.head, state.chain, state.last_seen)
+            if check.ok or check.allowed:
+                kept.append(block)
+                state.last_seen = digest_of(block)
+        if role == "system":
+            _system_step(state, message, blocks)
+        if i in hidden:
+            continue
         content = message.get("content")
         seen.append({**message, "content": content if isinstance(content, str) else kept})
-    return Walk(tuple(checks), seen, chain)
+    return Walk(tuple(checks), seen, state.head, state.chain, state.last_seen)
+
+
+def behavior(body: Mapping[str, Any], *, enforced: bool) -> str:
+    """The mode a request is checked in (VENDOR_RULES 10, 13).
+
+    ``thinking.block_binding.prefix_mismatch_behavior`` when the request sets ``block_binding``
+    (``"error"`` when the field is absent); otherwise ``"error"`` on an enforced account and
+    ``"allow"`` on an unenforced one.
+    """
+    thinking = body.get("thinking")
+    binding = thinking.get("block_binding") if isinstance(thinking, Mapping) else None
+    if isinstance(binding, Mapping):
+        return str(binding.get("prefix_mismatch_behavior", ERROR_MODE))
+    return ERROR_MODE if enforced else ALLOW_MODE
