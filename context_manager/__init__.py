@@ -47,6 +47,7 @@ from ._model._errors import (
 from ._model._head import Head, ThinkingBinding
 from ._model._log import LibraryLogger, library_logger
 from ._model._messages import REASONING_LOSS_KIND, MessageId, MessageMeta, StoredMessage
+from ._model._readability import Readability, documented_readability
 from ._model._results import CompileResult, ProvenanceEntry, Source, ThinkingStrip
 from ._reasoning._audit import AuditResult, ReasoningPart, UntrustedText, read_reasoning
 from ._reasoning._capture import ReasoningCapture, warn_if_reasoning_unconfigured
@@ -84,6 +85,7 @@ __all__ = [
     "Passthrough",
     "PlacedDrops",
     "ProvenanceEntry",
+    "Readability",
     "ReasoningCapture",
     "ReasoningPart",
     "ReasoningStore",
@@ -113,6 +115,7 @@ __all__ = [
     "blocks_to_wire",
     "branch_key",
     "converter",
+    "documented_readability",
     "estimate_tokens",
     "library_logger",
     "parse_input_transformations",

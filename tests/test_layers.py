@@ -131,7 +131,6 @@ def test_every_library_module_sits_in_a_layer() -> None:
     assert loose == []
 
 
-@pytest.mark.xfail(strict=True, reason="the simulator v2 rewrite brings its own canonical JSON")
 def test_the_simulator_imports_nothing_from_the_library_it_checks() -> None:
     reaching = [
         f"{name}:{line} imports {module}"

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import attrs
 
-from context_manager._binding._chain import CHAIN_SEED, feed_block
+from context_manager._binding._chain import CHAIN_SEED, feed_block, is_wire_thinking
 from context_manager._binding._stamp import stamp_reply
 from context_manager._model._content import Block, block_to_wire, is_thinking, to_blocks
 from context_manager._model._errors import OverBudget
@@ -88,6 +88,7 @@ class _CacheKey:
     bound: tuple[str, ...]
     binds: bool
     system_notices: str
+    reads: Any
     strategy: Any
     budget: int | None
     erasures: int
@@ -212,6 +213,7 @@ class Compiler:
             tuple(head.digests[c] for c in m.binding.bound_components()),
             m.binding.binds,
             m.binding.system_notices,
+            m.binding.reads,
             m.strategy,
             budget,
             m.reasoning.erase_serial() if m.reasoning is not None else 0,
@@ -265,6 +267,7 @@ class Compiler:
             end_chain=end_chain,
             manager_token=m.token,
             last_sequence=state.last_sequence,
+            end_predecessor=state.last_kept,
         )
         if strip is not None and not dry_run:
             log.info(
@@ -290,6 +293,8 @@ class Compiler:
             stamps=self._stamps,
             estimator=m.estimator,
             resolve=m.resolve_reasoning,
+            model=head.model,
+            reads=m.binding.reads,
         )
 
     def _window_limit(self, budget: int | None) -> tuple[int, int] | None:
@@ -466,7 +471,8 @@ class Compiler:
         chain = state.chain
         for message in tail:
             for block in message["content"]:
-                chain = feed_block(chain, message["role"], block)
+                if not is_wire_thinking(block):
+                    chain = feed_block(chain, message["role"], block)
         request["messages"] = [*state.messages, *tail]
         return request, chain
 

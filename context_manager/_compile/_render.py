@@ -14,7 +14,9 @@ from typing import Any, Literal
 
 import attrs
 
-from context_manager._binding._chain import feed_block, seal
+from context_manager._binding._chain import feed_block, is_wire_thinking, seal
+from context_manager._binding._stamp import readable_stamp
+from context_manager._binding._validity import head_changes, judge, producer_readable
 from context_manager._model._canonical import signature_digest
 from context_manager._model._content import (
     Block,
@@ -25,15 +27,15 @@ from context_manager._model._content import (
     is_thinking,
     signature_of,
 )
-from context_manager._model._head import changed_components
 from context_manager._model._log import library_logger
 from context_manager._model._messages import MessageId, StoredMessage
+from context_manager._model._readability import Readability, documented_readability
 from context_manager._model._results import ProvenanceEntry, ProvenanceKind, Source
 from context_manager._store._protocol import Release
 
 log = library_logger("context_manager.render")
 
-StripReason = Literal["head", "prefix", "unstamped", "released"]
+StripReason = Literal["head", "prefix", "gap", "unstamped", "released"]
 
 OMITTED_HISTORY_TEXT = "[earlier conversation omitted]"
 """Opens a render whose first kept message is not the user's (the API requires a user first)."""
@@ -73,6 +75,9 @@ class RenderContext:
     stamps: Mapping[MessageId, Mapping[str, Any]]
     estimator: Callable[[Any], int]
     resolve: Callable[[Block], Block | None] | None = None
+    model: str = ""
+    """The requested model (the reader in the model check)."""
+    reads: Readability = documented_readability
     """Turns a stored thinking block back into the block as sent (reasoning sidecar); ``None``
     from it means the text cannot be had, and the block is treated as unstamped."""
 
@@ -95,6 +100,8 @@ class RenderState:
     change_serial: int = 0
     sequences: dict[MessageId, int] = attrs.field(factory=dict)
     """Stored sequence of every message the render has met (orders strips by age)."""
+    last_kept: str | None = None
+    """Signature digest of the newest thinking block kept so far (the order rule)."""
 
     def copy(self) -> RenderState:
         """A copy whose lists can grow without touching this one (O(window) references)."""
@@ -146,35 +153,42 @@ def judge_thinking(
     block: Block,
     wire: Mapping[str, Any],
     chain: bytes,
+    last_kept: str | None,
 ) -> tuple[StripReason | Literal["keep", "hidden"], tuple[str, ...]]:
-    """Whether a thinking block is sent, and if not why.
+    """Whether a thinking block is sent, and if not why (``_binding._validity.judge``).
 
     ``"hidden"``: left out and never reported (released earlier and already reported, or never
     sendable because unsigned).
     """
     release = ctx.releases.get(message.id)
-    stamp = ctx.stamps.get(message.id)
-    head = stamp.get("head") if stamp is not None else None
-    changed = changed_components(head, ctx.digests) if isinstance(head, Mapping) else ()
-    head_moved = ctx.binds and any(name in ctx.bound for name in changed)
+    stamp = readable_stamp(ctx.stamps.get(message.id))
     if release is not None and index >= release.from_block:
         if release.reported_at(index):
             return "hidden", ()
         # A released block whose head also changed reports the head: the strip's cause is read
         # at its first block, and a head change must not pass as a message change (SPEC 7).
-        return ("head", changed) if head_moved else ("released", ())
+        head = stamp.get("head") if stamp is not None else None
+        if ctx.binds and isinstance(head, Mapping):
+            readable = producer_readable(stamp or {}, ctx.model, ctx.digests["model"], ctx.reads)
+            changed = head_changes(head, ctx.digests, ctx.bound, readable=readable)
+            if changed:
+                return "head", changed
+        return "released", ()
     if not signature_of(block):
         return "hidden", ()
     if not ctx.binds:
         return "keep", ()
-    seals = stamp.get("seals") if stamp is not None else None
-    if not isinstance(head, Mapping) or not isinstance(seals, Mapping):
-        return "unstamped", ()
-    if head_moved:
-        return "head", changed
-    if seals.get(str(index)) != seal(chain, wire):
-        return ("unstamped" if str(index) not in seals else "prefix"), ()
-    return "keep", ()
+    judgement = judge(
+        stamp,
+        index,
+        seal(chain, wire),
+        reader=ctx.model,
+        digests=ctx.digests,
+        bound=ctx.bound,
+        reads=ctx.reads,
+        last_kept=last_kept,
+    )
+    return judgement.verdict, judgement.changed
 
 
 def _synthetic_results(open_ids: Mapping[str, str]) -> list[dict[str, Any]]:
@@ -202,7 +216,8 @@ def _push(
         return
     merging = bool(state.messages) and state.messages[-1]["role"] == role
     for wire in blocks:
-        state.chain = feed_block(state.chain, role, wire)
+        if not is_wire_thinking(wire):
+            state.chain = feed_block(state.chain, role, wire)
     _attach(state, ctx, role, blocks, kind, source, merging)
 
 
@@ -293,9 +308,12 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
         missing = {t: n for t, n in state.open_tool_uses.items() if t not in results}
         synthetic = _synthetic_results(missing)
 
+    last_kept = state.last_kept
+
     def keep(wire: dict[str, Any], stored_index: int | None) -> None:
         nonlocal chain
-        chain = feed_block(chain, role, wire)
+        if not is_wire_thinking(wire):
+            chain = feed_block(chain, role, wire)
         if stored_index is not None:
             mapping[offset + len(kept)] = stored_index
         kept.append(wire)
@@ -320,9 +338,10 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
                 continue
             block = resolved
             wire = block_to_wire(block)
-            verdict, changed = judge_thinking(ctx, message, index, block, wire, chain)
+            verdict, changed = judge_thinking(ctx, message, index, block, wire, chain, last_kept)
             if verdict == "keep":
-                signatures[offset + len(kept)] = signature_digest(signature_of(block))
+                last_kept = signature_digest(signature_of(block))
+                signatures[offset + len(kept)] = last_kept
                 keep(wire, index)
             elif verdict != "hidden":
                 state.unreported.append(StripEntry(message.id, index, verdict, changed))
@@ -345,6 +364,7 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
     tokens = ctx.estimator({"role": role, "content": kept}) if kept else 0
     if kept:
         state.chain = chain
+        state.last_kept = last_kept
         kind: ProvenanceKind = "notice" if notice else "message"
         source = Source(message.id, mapping, signatures)
         _attach(state, ctx, role, kept, kind, source, merging, tokens)
