@@ -63,6 +63,7 @@ class ContextManager:
         self.token: str = uuid.uuid4().hex
         self._observers: list[StripObserver] = []
         self._deletion_observers: list[Callable[[str], None]] = []
+        self._restore_observers: list[Callable[[tuple[MessageId, ...], str], None]] = []
         self._branch = self._ensure_branch()
         self._compiler = Compiler(self)
 
@@ -244,6 +245,14 @@ class ContextManager:
         self._observers.append(callback)
         return callback
 
+    def on_thinking_restored(
+        self, callback: Callable[[tuple[MessageId, ...], str], None]
+    ) -> Callable[[tuple[MessageId, ...], str], None]:
+        """Call ``callback(replies, branch_key)`` once per committing compile that sends again
+        thinking the previous one left out (``CompileResult.restored``). Returns ``callback``."""
+        self._restore_observers.append(callback)
+        return callback
+
     def on_branch_deleted(self, callback: Callable[[str], None]) -> Callable[[str], None]:
         """Call ``callback(branch_key)`` after a branch is deleted (e.g. to forget told state)."""
         self._deletion_observers.append(callback)
@@ -255,6 +264,14 @@ class ContextManager:
             self._observers.remove(callback)
 
     def _notify(self, result: CompileResult) -> CompileResult:
+        if result.restored and not result.dry:
+            for restore_observer in list(self._restore_observers):
+                try:
+                    restore_observer(result.restored, result.branch)
+                except Exception as err:  # an observer never fails a compile
+                    log.warning(
+                        "restore_observer_failed", namespace=self.namespace, error=repr(err)
+                    )
         strip = result.thinking_strip
         if strip is None or result.dry:
             return result

@@ -8,6 +8,7 @@ documented readability table.
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,11 +17,18 @@ from context_manager import (
     CompileResult,
     ContextManager,
     Head,
+    SQLiteStore,
     Store,
     ThinkingBinding,
+    ThinkingStrip,
+    Window,
     documented_readability,
 )
 from context_manager._binding import in_order, judge
+from notices import ReasoningLossTeller
+from notices._turn import TurnState
+
+IDLE = TurnState(live=False, branch_key=None, head_sequence=0)
 
 HEAD = Head(
     model="claude-opus-5",
@@ -169,3 +177,155 @@ def test_a_stamp_without_the_block_reads_as_unstamped() -> None:
         last_kept=None,
     )
     assert verdict.verdict == "unstamped"
+
+
+# left out versus released (SPEC 7)
+
+SYSTEM_B = Head(model=HEAD.model, system="You are Bea.", settings=HEAD.settings)
+
+
+def test_a_head_changed_back_sends_the_withheld_thinking_again_and_names_it_restored(
+    store: Store,
+) -> None:
+    """VENDOR_RULES 5, 8: a head change only withholds; the blocks verify again under A."""
+    cm = ContextManager.open(store, namespace="ada")
+    ids = history(cm, HEAD, 3)
+    under_b = cm.compile(SYSTEM_B)
+    assert sent_replies(cm, under_b) == []
+    assert under_b.thinking_strip is not None
+    assert under_b.thinking_strip.replies == tuple(ids)
+    back = cm.compile(HEAD)
+    assert sent_replies(cm, back) == ids
+    assert back.thinking_strip is None
+    assert back.restored == tuple(ids)
+
+
+def test_a_strip_reports_only_what_is_newly_left_out(store: Store) -> None:
+    cm = ContextManager.open(store, namespace="ada")
+    history(cm, HEAD, 2)
+    assert cm.compile(SYSTEM_B).thinking_strip is not None
+    cm.add_message("user", "more")
+    again = cm.compile(SYSTEM_B)
+    assert again.thinking_strip is None
+    assert again.restored == ()
+
+
+def test_a_reopened_store_remembers_what_was_left_out(sqlite_path: Path) -> None:
+    store = SQLiteStore(sqlite_path)
+    cm = ContextManager.open(store, namespace="ada")
+    ids = history(cm, HEAD, 2)
+    assert cm.compile(SYSTEM_B).thinking_strip is not None
+    store.close()
+    reopened_store = SQLiteStore(sqlite_path)
+    reopened = ContextManager.open(reopened_store, namespace="ada")
+    assert reopened.compile(SYSTEM_B).thinking_strip is None
+    assert reopened.compile(HEAD).restored == tuple(ids)
+    reopened_store.close()
+
+
+def test_a_switch_back_to_a_reading_model_restores_the_blocks(store: Store) -> None:
+    """VENDOR_RULES 8: switching back to a model that reads them makes them usable again."""
+    cm = ContextManager.open(store, namespace="ada")
+    newer = Head(model="claude-opus-5-5", system=HEAD.system, settings=HEAD.settings)
+    ids = history(cm, newer, 2)
+    assert sent_replies(cm, cm.compile(HEAD)) == []
+    back = cm.compile(newer)
+    assert sent_replies(cm, back) == ids
+    assert back.restored == tuple(ids)
+
+
+def test_a_dry_compile_under_a_changed_head_changes_nothing(store: Store) -> None:
+    cm = ContextManager.open(store, namespace="ada")
+    history(cm, HEAD, 2)
+    assert cm.compile(SYSTEM_B, dry_run=True).thinking_strip is not None
+    assert cm.compile(HEAD).restored == ()
+
+
+def test_observers_hear_the_restored_replies_once(store: Store) -> None:
+    cm = ContextManager.open(store, namespace="ada")
+    ids = history(cm, HEAD, 2)
+    heard: list[tuple[tuple[str, ...], str]] = []
+    cm.on_thinking_restored(lambda replies, key: heard.append((replies, key)))
+    cm.compile(SYSTEM_B)
+    cm.compile(HEAD)
+    cm.compile(HEAD)
+    assert heard == [(tuple(ids), cm.current_branch_key())]
+
+
+def test_the_teller_forgets_restored_replies_so_a_later_loss_is_told_again(
+    store: Store,
+) -> None:
+    """SPEC 9: a reply whose withheld thinking is sent again leaves the told set."""
+    cm = ContextManager.open(store, namespace="ada")
+    ids = history(cm, HEAD, 1)
+    teller = ReasoningLossTeller(lambda agent, mid: store.get("ada", mid))
+    key = cm.current_branch_key()
+    lines: list[str | None] = []
+    cm.on_thinking_strip(lambda strip, k: lines.append(teller.for_strip("ada", k, strip, IDLE)))
+    cm.on_thinking_restored(lambda replies, k: teller.restored("ada", k, replies))
+    cm.compile(SYSTEM_B)
+    cm.compile(HEAD)
+    cm.compile(SYSTEM_B)
+    assert len([line for line in lines if line]) == 2
+    assert ids
+    assert teller.told_count("ada", key) == 0
+
+
+# shedding (SPEC 7)
+
+
+def heavy_history(cm: ContextManager, turns: int) -> list[str]:
+    """Replies whose thinking dominates the tokens."""
+    ids = []
+    for n in range(turns):
+        cm.add_message("user", f"question {n}")
+        result = cm.compile(HEAD)
+        thought = {"type": "thinking", "thinking": "x" * 400, "signature": f"s{next(_signatures)}"}
+        ids.append(cm.record_reply([thought, {"type": "text", "text": f"a{n}"}], result))
+    cm.add_message("user", "next")
+    return ids
+
+
+def test_a_window_sheds_the_oldest_thinking_before_it_jumps(store: Store) -> None:
+    cm = ContextManager.open(store, namespace="ada", strategy=Window(1_000))
+    ids = heavy_history(cm, 12)
+    result = cm.compile(HEAD)
+    sent = sent_replies(cm, result)
+    assert sent == ids[len(ids) - len(sent) :]
+    assert 0 < len(sent) < len(ids)
+    assert result.request["messages"][0]["content"][0]["text"] == "question 0"
+    assert result.tokens <= 1_000 + 100
+    later = cm.compile(HEAD)
+    assert later.thinking_strip is None
+    assert sent_replies(cm, later) == sent
+
+
+def test_shed_replies_are_released_and_reported_as_messages(store: Store) -> None:
+    cm = ContextManager.open(store, namespace="ada", strategy=Window(1_000))
+    strips: list[ThinkingStrip] = []
+    cm.on_thinking_strip(lambda strip, key: strips.append(strip))
+    ids = heavy_history(cm, 12)
+    cm.compile(HEAD)
+    assert strips
+    shed = [reply for strip in strips for reply in strip.replies]
+    assert shed == ids[: len(shed)]
+    assert {strip.cause for strip in strips} <= {"first", "messages"}
+    record = store.binding_record("ada", cm.current_branch_key())
+    assert set(shed) <= set(record.releases)
+
+
+def test_a_window_without_shedding_jumps_as_before(store: Store) -> None:
+    cm = ContextManager.open(store, namespace="ada", strategy=Window(1_000, shed_thinking=False))
+    heavy_history(cm, 12)
+    result = cm.compile(HEAD)
+    assert result.request["messages"][0]["content"][0]["text"] != "question 0"
+
+
+def test_a_compile_budget_sheds_too(store: Store) -> None:
+    cm = ContextManager.open(store, namespace="ada", strategy=Window(5_000))
+    ids = heavy_history(cm, 12)
+    result = cm.compile(HEAD, budget=1_200)
+    sent = sent_replies(cm, result)
+    assert sent == ids[len(ids) - len(sent) :]
+    assert sent
+    assert result.request["messages"][0]["content"][0]["text"] == "question 0"

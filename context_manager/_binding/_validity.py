@@ -59,9 +59,7 @@ def head_changes(
     component, in the order system, tools, model, settings (``model`` always when unreadable).
     """
     differing = [name for name in HEAD_COMPONENTS if stamped.get(name) != digests.get(name)]
-    stopped = not readable or any(
-        name in bound for name in differing if name in PREFIX_COMPONENTS
-    )
+    stopped = not readable or any(name in bound for name in differing if name in PREFIX_COMPONENTS)
     if not stopped:
         return ()
     if not readable and "model" not in differing:
@@ -110,15 +108,21 @@ def judge(
         not isinstance(head, Mapping)
         or not isinstance(seals, Mapping)
         or not isinstance(preds, Mapping)
-        or str(index) not in seals
     ):
+        return Judgement("unstamped")
+    key = str(index)
+    if seals.get(key) != seal_now:
+        # an edit that removed an earlier thinking block of the reply shifts the indexes; the
+        # seal binds the block itself, so the block is found by its seal
+        key = next((k for k, v in seals.items() if v == seal_now), key)
+    if key not in seals:
         return Judgement("unstamped")
     readable = producer_readable(stamp, reader, digests.get("model", ""), reads)
     changed = head_changes(head, digests, bound, readable=readable)
     if changed:
         return Judgement("head", changed)
-    if seals[str(index)] != seal_now:
+    if seals[key] != seal_now:
         return Judgement("prefix")
-    if not in_order(last_kept, preds.get(str(index))):
+    if not in_order(last_kept, preds.get(key)):
         return Judgement("gap")
     return KEEP

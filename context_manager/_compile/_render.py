@@ -35,7 +35,12 @@ from context_manager._store._protocol import Release
 
 log = library_logger("context_manager.render")
 
-StripReason = Literal["head", "prefix", "gap", "unstamped", "released"]
+StripReason = Literal["head", "prefix", "gap", "unstamped", "released", "shed"]
+
+EntryKind = Literal["left", "released", "release", "covered"]
+"""``left``: left out while its reason holds (not released); ``released``: released earlier, not
+yet reported; ``release``: a permanent fact found now (text that cannot be resolved, shedding),
+released at commit; ``covered``: sent before a fold and now inside its summary."""
 
 OMITTED_HISTORY_TEXT = "[earlier conversation omitted]"
 """Opens a render whose first kept message is not the user's (the API requires a user first)."""
@@ -52,6 +57,7 @@ class StripEntry:
     block: int
     reason: StripReason
     changed: tuple[str, ...] = ()
+    kind: EntryKind = "left"
 
 
 @attrs.frozen
@@ -102,6 +108,10 @@ class RenderState:
     """Stored sequence of every message the render has met (orders strips by age)."""
     last_kept: str | None = None
     """Signature digest of the newest thinking block kept so far (the order rule)."""
+    left_out: dict[tuple[MessageId, int], StripEntry] = attrs.field(factory=dict)
+    """Every rendered thinking block left out without a release, and why."""
+    kept_thinking: set[tuple[MessageId, int]] = attrs.field(factory=set)
+    """Every rendered thinking block sent."""
 
     def copy(self) -> RenderState:
         """A copy whose lists can grow without touching this one (O(window) references)."""
@@ -114,6 +124,8 @@ class RenderState:
             spans=list(self.spans),
             unreported=list(self.unreported),
             sequences=dict(self.sequences),
+            left_out=dict(self.left_out),
+            kept_thinking=set(self.kept_thinking),
         )
 
     def _check(self) -> None:
@@ -333,8 +345,8 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
             if release is not None and release.reported_at(index):
                 continue  # released and reported: never sent, never asked of the sidecar again
             resolved = ctx.resolve(block) if ctx.resolve is not None else block
-            if resolved is None:
-                state.unreported.append(StripEntry(message.id, index, "unstamped"))
+            if resolved is None:  # its text is gone for good: released at commit
+                state.unreported.append(StripEntry(message.id, index, "unstamped", kind="release"))
                 continue
             block = resolved
             wire = block_to_wire(block)
@@ -342,9 +354,16 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
             if verdict == "keep":
                 last_kept = signature_digest(signature_of(block))
                 signatures[offset + len(kept)] = last_kept
+                state.kept_thinking.add((message.id, index))
                 keep(wire, index)
+            elif release is not None and index >= release.from_block:
+                if verdict != "hidden":
+                    entry = StripEntry(message.id, index, verdict, changed, kind="released")
+                    state.unreported.append(entry)
             elif verdict != "hidden":
-                state.unreported.append(StripEntry(message.id, index, verdict, changed))
+                state.left_out[(message.id, index)] = StripEntry(
+                    message.id, index, verdict, changed
+                )
             continue
         if isinstance(block, ToolResultBlock):
             if role != "user" or block.tool_use_id not in state.open_tool_uses:

@@ -43,6 +43,7 @@ class _Namespace:
     first_compiled: set[str] = attrs.field(factory=set)
     anchors: dict[str, int] = attrs.field(factory=dict)
     releases: dict[str, dict[MessageId, Release]] = attrs.field(factory=dict)
+    left_out: dict[str, frozenset[tuple[MessageId, int]]] = attrs.field(factory=dict)
     revisions: list[tuple[MessageId, tuple[Block, ...]]] = attrs.field(factory=list)
 
 
@@ -98,6 +99,7 @@ class MemoryStore:
             if parent is not None:
                 inherited = space.releases.get(parent, {})
                 space.releases[record.key] = dict(inherited)
+                space.left_out[record.key] = space.left_out.get(parent, frozenset())
             return record
 
     def delete_branch(self, namespace: str, name: str) -> BranchRecord:
@@ -261,6 +263,7 @@ class MemoryStore:
                 first_compiled=branch in space.first_compiled,
                 releases=dict(space.releases.get(branch, {})),
                 anchor=space.anchors.get(branch),
+                left_out=space.left_out.get(branch, frozenset()),
             )
 
     def commit_binding(
@@ -272,9 +275,12 @@ class MemoryStore:
         releases: Sequence[tuple[MessageId, int]],
         reported: Sequence[MessageId],
         anchor: int | None = None,
+        left_out: Sequence[tuple[MessageId, int]] | None = None,
     ) -> None:
         with self._lock:
             space = self._space(namespace)
+            if left_out is not None:
+                space.left_out[branch] = frozenset((mid, int(b)) for mid, b in left_out)
             if first_compiled:
                 space.first_compiled.add(branch)
             if anchor is not None:

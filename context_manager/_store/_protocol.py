@@ -79,6 +79,10 @@ class BindingRecordData:
     releases: dict[MessageId, Release]
     anchor: int | None = None
     """The sequence a windowed render starts at, kept so the prefix stays stable on reopen."""
+    left_out: frozenset[tuple[MessageId, int]] = frozenset()
+    """``(reply id, block)`` the last committing compile left out without releasing (a head
+    change, an unreadable model, a gap, a changed earlier message): a strip reports only what is
+    newly left out, and a block sent again from here is ``restored`` (SPEC 7)."""
 
 
 @runtime_checkable
@@ -161,6 +165,7 @@ class Store(Protocol):
         releases: Sequence[tuple[MessageId, int]],
         reported: Sequence[MessageId],
         anchor: int | None = None,
+        left_out: Sequence[tuple[MessageId, int]] | None = None,
     ) -> None: ...
 
     def add_release(

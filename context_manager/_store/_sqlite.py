@@ -80,6 +80,11 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE releases ADD COLUMN reported_from INTEGER;
     """,
+    # 5: what the last committing compile left out without releasing (binding v2, SPEC 7).
+    """
+    CREATE TABLE left_out (ns TEXT NOT NULL, branch TEXT NOT NULL, message_id TEXT NOT NULL,
+        block INTEGER NOT NULL, PRIMARY KEY (ns, branch, message_id, block));
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -149,6 +154,7 @@ class SQLiteStore:
                 "signatures",
                 "branch_state",
                 "releases",
+                "left_out",
             ):
                 db.execute(f"DELETE FROM {table} WHERE ns = ?", (namespace,))
 
@@ -182,6 +188,11 @@ class SQLiteStore:
                     "(ns, branch, message_id, from_block, reported, reported_from) "
                     "SELECT ns, ?, message_id, from_block, reported, reported_from FROM releases "
                     "WHERE ns = ? AND branch = ?",
+                    (record.key, namespace, parent),
+                )
+                db.execute(
+                    "INSERT INTO left_out (ns, branch, message_id, block) "
+                    "SELECT ns, ?, message_id, block FROM left_out WHERE ns = ? AND branch = ?",
                     (record.key, namespace, parent),
                 )
             return record
@@ -418,6 +429,13 @@ class SQLiteStore:
                 for r in rows
             },
             anchor=None if not state or state[0][1] is None else int(state[0][1]),
+            left_out=frozenset(
+                (r[0], int(r[1]))
+                for r in self._query(
+                    "SELECT message_id, block FROM left_out WHERE ns = ? AND branch = ?",
+                    (namespace, branch),
+                )
+            ),
         )
 
     def commit_binding(
@@ -429,8 +447,15 @@ class SQLiteStore:
         releases: Sequence[tuple[MessageId, int]],
         reported: Sequence[MessageId],
         anchor: int | None = None,
+        left_out: Sequence[tuple[MessageId, int]] | None = None,
     ) -> None:
         with self._transaction() as db:
+            if left_out is not None:
+                db.execute("DELETE FROM left_out WHERE ns = ? AND branch = ?", (namespace, branch))
+                db.executemany(
+                    "INSERT INTO left_out (ns, branch, message_id, block) VALUES (?, ?, ?, ?)",
+                    [(namespace, branch, mid, int(block)) for mid, block in left_out],
+                )
             if first_compiled or anchor is not None:
                 db.execute(
                     "INSERT INTO branch_state (ns, branch, first_compiled, anchor) "

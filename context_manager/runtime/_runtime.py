@@ -102,6 +102,9 @@ class Runtime:
                 log.error("teller_failed", agent=agent.name, error=repr(err), line="[reasoning]")
 
         context.on_thinking_strip(hear)
+        context.on_thinking_restored(
+            lambda replies, key: teller.restored(agent.name, key, replies)
+        )
         context.on_branch_deleted(lambda key: teller.forget(agent.name, key))
 
     def remove(self, name: str) -> Agent:
