@@ -236,6 +236,11 @@ class ContextManager:
         """
         return self.store.edit(self.namespace, message_id, to_blocks(content))
 
+    def forget_cache(self, key: str) -> None:
+        """Drop what is held in memory for branch ``key`` (its render state and binding record);
+        the next compile there re-reads them from the store. Call when a fork's run ends."""
+        self._compiler.forget(key)
+
     # observers
     def on_thinking_strip(self, callback: StripObserver) -> StripObserver:
         """Call ``callback(strip, branch_key)`` once per committing compile that strips.
@@ -316,7 +321,13 @@ class ContextManager:
         It shows in the next committing compile's strip and is never sent again on this branch.
         """
         self.get_message(message_id)
-        self.store.add_release(self.namespace, self._branch.key, message_id, from_block)
+        self.store.add_release(
+            self.namespace,
+            self._branch.key,
+            message_id,
+            from_block,
+            at_sequence=self.branch_head()[1],
+        )
         self._compiler.invalidate(self._branch.key)
 
     def place_drops(
@@ -341,7 +352,9 @@ class ContextManager:
         )
         releases = placed.releases()
         for message_id, block in releases:
-            self.store.add_release(self.namespace, result.branch, message_id, block)
+            self.store.add_release(
+                self.namespace, result.branch, message_id, block, at_sequence=result.last_sequence
+            )
         if releases:  # only a release changes what the branch renders
             self._compiler.invalidate(result.branch)
         return placed

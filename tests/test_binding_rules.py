@@ -329,3 +329,45 @@ def test_a_compile_budget_sheds_too(store: Store) -> None:
     assert sent == ids[len(ids) - len(sent) :]
     assert sent
     assert result.request["messages"][0]["content"][0]["text"] == "question 0"
+
+
+# forks and caches (SPEC 5, 7)
+
+
+def test_a_branch_made_earlier_does_not_inherit_a_release_the_parent_made_later(
+    store: Store,
+) -> None:
+    """SPEC 5: a branch inherits the binding state as of its fork point only."""
+    cm = ContextManager.open(store, namespace="ada")
+    ids = history(cm, HEAD, 3)
+    cm.compile(HEAD)
+    cm.release_thinking(ids[0])
+    cm.compile(HEAD)
+    cm.branch_at(ids[2], "earlier")
+    cm.fork("now")
+    assert sent_replies(cm, cm.compile(HEAD)) == ids[1:]
+    cm.switch_branch("earlier")
+    cm.add_message("user", "on the earlier branch")
+    result = cm.compile(HEAD)
+    assert sent_replies(cm, result) == ids
+    assert result.thinking_strip is None
+
+
+def test_a_fork_at_the_head_does_not_retell_what_the_parent_left_out(store: Store) -> None:
+    """SPEC 5: the left-out set (what was told) is inherited with the fork."""
+    cm = ContextManager.open(store, namespace="ada")
+    history(cm, HEAD, 2)
+    assert cm.compile(SYSTEM_B).thinking_strip is not None
+    cm.fork("side")
+    assert cm.compile(SYSTEM_B).thinking_strip is None
+
+
+def test_a_full_stamp_cache_keeps_the_stamps_the_current_render_needs(store: Store) -> None:
+    """Eviction never drops a stamp the render it serves is about to read."""
+    cm = ContextManager.open(store, namespace="ada")
+    ids = history(cm, HEAD, 4)
+    fresh = ContextManager.open(store, namespace="ada")
+    fresh._compiler.stamp_cache_limit = 1  # a tiny cache, to force eviction
+    result = fresh.compile(HEAD)
+    assert sent_replies(fresh, result) == ids
+    assert result.thinking_strip is None

@@ -349,6 +349,7 @@ def test_an_older_schema_is_read_without_migrating_the_file(two_agents: Path) ->
     db.execute("ALTER TABLE branch_state DROP COLUMN anchor")  # what schema 2 added
     db.execute("ALTER TABLE releases DROP COLUMN reported_from")  # what schema 4 added
     db.execute("DROP TABLE left_out")  # what schema 5 added
+    db.execute("ALTER TABLE releases DROP COLUMN at_seq")
     db.execute("PRAGMA user_version = 1")
     db.commit()
     db.close()

@@ -313,6 +313,8 @@ def test_an_observer_that_raises_never_fails_the_compile_and_the_others_still_ru
 def test_interleaved_thinking_is_judged_block_by_block_from_the_first_invalid_one_on(
     cm: ContextManager,
 ) -> None:
+    """VENDOR_RULES 6 changed this: while its round is open the reply goes out as recorded, so
+    the release shows once the round has closed."""
     cm.add_message("user", "investigate")
     first = cm.compile(HEAD)
     interleaved = [
@@ -328,6 +330,10 @@ def test_interleaved_thinking_is_judged_block_by_block_from_the_first_invalid_on
     kept = cm.compile(HEAD)
     assert thinking_count(kept) == 2
     cm.release_thinking(rid, from_block=2)
+    in_flight = cm.compile(HEAD)
+    assert (thinking_count(in_flight), in_flight.thinking_strip) == (2, None)
+    cm.record_reply(reply("found it", thinking=0), in_flight)
+    cm.add_message("user", "thanks")
     partial = cm.compile(HEAD)
     assert partial.thinking_strip is not None
     assert (partial.thinking_strip.replies, partial.thinking_strip.blocks) == ((rid,), 1)

@@ -73,7 +73,8 @@ READ_CHUNK = 512
 """Messages read per step when finding a window's start from the newest backwards."""
 
 STAMP_CACHE_LIMIT = 100_000
-"""Stamps kept in memory per manager before the cache is emptied (they are re-read on demand)."""
+"""Stamps kept in memory per manager; past it the oldest not needed now are evicted (re-read on
+demand)."""
 
 
 @attrs.define
@@ -137,6 +138,8 @@ class Compiler:
         self._states: dict[str, tuple[_CacheKey, RenderState]] = {}
         self._records: dict[str, BindingRecord] = {}
         self._stamps: dict[MessageId, dict[str, Any]] = {}
+        self.stamp_cache_limit = STAMP_CACHE_LIMIT
+        """Stamps kept in memory; the oldest not needed by the current render go first."""
 
     # cache control
     def forget(self, key: str) -> None:
@@ -282,7 +285,9 @@ class Compiler:
         restored = _restored(state, record)
         if not dry_run:
             left_out = frozenset(state.left_out) - put_back
+            held = [e for e in state.unreported if (e.message_id, e.block) in put_back]
             self._commit(key, record, state, entries, left_out, limit is not None)
+            state.unreported = held  # sent as recorded now; reported once the round closes
             self._states[key] = (cache_key, state)
         result = CompileResult(
             request=body,
@@ -426,18 +431,24 @@ class Compiler:
         return state
 
     def _prefetch(self, messages: Sequence[StoredMessage]) -> None:
-        wanted = [
+        """Load the stamps ``messages`` need; over the limit, evict the oldest others first.
+
+        The stamps of ``messages`` themselves are never evicted here: the render that follows
+        reads them (an evicted one would judge valid thinking unstamped).
+        """
+        needed = [
             msg.id
             for msg in messages
-            if msg.role == "assistant"
-            and msg.id not in self._stamps
-            and any(is_thinking(b) for b in msg.content)
+            if msg.role == "assistant" and any(is_thinking(b) for b in msg.content)
         ]
-        if not wanted:
-            return
-        if len(self._stamps) > STAMP_CACHE_LIMIT:
-            self._stamps.clear()
-        self._stamps.update(self.manager.store.stamps(self.manager.namespace, wanted))
+        wanted = [mid for mid in needed if mid not in self._stamps]
+        overflow = len(self._stamps) + len(wanted) - self.stamp_cache_limit
+        if overflow > 0:
+            keep = set(needed)
+            for mid in [k for k in self._stamps if k not in keep][:overflow]:
+                del self._stamps[mid]
+        if wanted:
+            self._stamps.update(self.manager.store.stamps(self.manager.namespace, wanted))
 
     def _latest_summary(self, lineage: Lineage) -> StoredMessage | None:
         m = self.manager
@@ -615,6 +626,7 @@ class Compiler:
             reported=reported,
             anchor=anchor,
             left_out=sorted(left_out) if left_changed else None,
+            at_sequence=state.last_sequence,
         )
         record.first_compiled = True
         record.left_out = left_out
@@ -623,7 +635,9 @@ class Compiler:
         for message_id, block in releases.items():
             prior_release = record.releases.get(message_id)
             low = block if prior_release is None else min(prior_release.from_block, block)
-            record.releases[message_id] = Release(message_id, low, True)
+            record.releases[message_id] = Release(
+                message_id, low, True, at_sequence=state.last_sequence
+            )
         for message_id in reported:
             prior_release = record.releases.get(message_id)
             if prior_release is not None:

@@ -60,17 +60,19 @@ def restore_inflight(
     read: Callable[[MessageId], StoredMessage],
     resolve: Callable[[Block], Block | None] | None,
 ) -> Restored | None:
-    """Put back the in-flight reply's left-out thinking, or ``None`` when nothing is left out.
+    """Put back the in-flight reply's thinking the render left out (withheld or released), or
+    ``None`` when nothing is missing. O(the reply's blocks); one store read.
 
     Only a message rendered from one stored reply is handled; blocks whose text cannot be
-    resolved stay out (they cannot be sent as recorded in any case).
+    resolved stay out (they cannot be sent as recorded in any case). A release stands: it is
+    reported once the round has closed.
     """
     index = inflight_index(state)
     if index is None:
         return None
     entry = state.provenance[index]
     source = entry.single_source
-    if source is None or not any(mid == source.message_id for mid, _ in state.left_out):
+    if source is None:
         return None
     stored = read(source.message_id)
     rendered = {b: state.messages[index]["content"][j] for j, b in source.blocks.items()}
@@ -80,7 +82,7 @@ def restore_inflight(
     signatures: dict[int, str] = {}
     for b, block in enumerate(stored.content):
         wire: dict[str, Any] | None = rendered.get(b)
-        if wire is None and is_thinking(block) and (stored.id, b) in state.left_out:
+        if wire is None and is_thinking(block) and signature_of(block):
             resolved = resolve(block) if resolve is not None else block
             if resolved is None:
                 continue

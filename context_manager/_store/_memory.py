@@ -98,7 +98,13 @@ class MemoryStore:
             space.by_branch[record.key] = SortedDict()
             if parent is not None:
                 inherited = space.releases.get(parent, {})
-                space.releases[record.key] = dict(inherited)
+                space.releases[record.key] = {
+                    mid: release
+                    for mid, release in inherited.items()
+                    if fork_sequence is None
+                    or release.at_sequence is None
+                    or release.at_sequence <= fork_sequence
+                }
                 space.left_out[record.key] = space.left_out.get(parent, frozenset())
             return record
 
@@ -276,6 +282,7 @@ class MemoryStore:
         reported: Sequence[MessageId],
         anchor: int | None = None,
         left_out: Sequence[tuple[MessageId, int]] | None = None,
+        at_sequence: int | None = None,
     ) -> None:
         with self._lock:
             space = self._space(namespace)
@@ -289,13 +296,20 @@ class MemoryStore:
             for mid, from_block in releases:
                 prior = table.get(mid)
                 low = from_block if prior is None else min(prior.from_block, from_block)
-                table[mid] = Release(mid, low, True)
+                when = at_sequence if prior is None or low < prior.from_block else prior.at_sequence
+                table[mid] = Release(mid, low, True, at_sequence=when)
             for mid in reported:
                 if mid in table:
                     table[mid] = attrs.evolve(table[mid], reported=True)
 
     def add_release(
-        self, namespace: str, branch: str, message_id: MessageId, from_block: int
+        self,
+        namespace: str,
+        branch: str,
+        message_id: MessageId,
+        from_block: int,
+        *,
+        at_sequence: int | None = None,
     ) -> None:
         with self._lock:
             table = self._space(namespace).releases.setdefault(branch, {})
@@ -305,7 +319,7 @@ class MemoryStore:
             earlier = None
             if prior is not None:
                 earlier = prior.from_block if prior.reported else prior.reported_from
-            table[message_id] = Release(message_id, from_block, False, earlier)
+            table[message_id] = Release(message_id, from_block, False, earlier, at_sequence)
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:

@@ -63,6 +63,9 @@ class Release:
     from_block: int
     reported: bool
     reported_from: int | None = None
+    at_sequence: int | None = None
+    """The branch's newest sequence when the release was recorded (``None``: unknown, from an
+    older store). A branch made at an earlier point does not inherit it (SPEC 5)."""
 
     def reported_at(self, index: int) -> bool:
         """Whether block ``index`` is released and was already reported on this branch."""
@@ -166,10 +169,17 @@ class Store(Protocol):
         reported: Sequence[MessageId],
         anchor: int | None = None,
         left_out: Sequence[tuple[MessageId, int]] | None = None,
+        at_sequence: int | None = None,
     ) -> None: ...
 
     def add_release(
-        self, namespace: str, branch: str, message_id: MessageId, from_block: int
+        self,
+        namespace: str,
+        branch: str,
+        message_id: MessageId,
+        from_block: int,
+        *,
+        at_sequence: int | None = None,
     ) -> None: ...
 
     def batch(self) -> contextlib.AbstractContextManager[None]: ...
