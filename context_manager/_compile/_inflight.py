@@ -60,8 +60,11 @@ def restore_inflight(
     read: Callable[[MessageId], StoredMessage],
     resolve: Callable[[Block], Block | None] | None,
 ) -> Restored | None:
-    """Put back the in-flight reply's thinking the render left out (withheld or released), or
-    ``None`` when nothing is missing. O(the reply's blocks); one store read.
+    """Put back the in-flight reply's thinking that a head or model change withholds, or that
+    the host released, or ``None`` when there is none. O(the reply's blocks); one store read.
+
+    A block left out for another reason (a gap, a changed earlier message, no stamp) fails on
+    its own whatever the compiler does, and stays out (the conservative reading).
 
     Only a message rendered from one stored reply is handled; blocks whose text cannot be
     resolved stay out (they cannot be sent as recorded in any case). A release stands: it is
@@ -82,7 +85,13 @@ def restore_inflight(
     signatures: dict[int, str] = {}
     for b, block in enumerate(stored.content):
         wire: dict[str, Any] | None = rendered.get(b)
-        if wire is None and is_thinking(block) and signature_of(block):
+        withheld = state.left_out.get((stored.id, b))
+        if (
+            wire is None
+            and is_thinking(block)
+            and signature_of(block)
+            and (withheld is None or withheld.reason == "head")
+        ):
             resolved = resolve(block) if resolve is not None else block
             if resolved is None:
                 continue
