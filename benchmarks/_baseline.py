@@ -64,6 +64,8 @@ def full_recompile(cm: ContextManager, head: Head, *, window_tokens: int) -> lis
         stamps=stamps,
         estimator=cm.estimator,
         resolve=cm.resolve_reasoning,
+        model=head.model,
+        reads=cm.binding.reads,
     )
     state = RenderState(chain=CHAIN_SEED, start=start)
     for message in history:

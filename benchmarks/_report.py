@@ -2,7 +2,9 @@
 
 The top-level keys are a contract (issue 8): ``compile_steady``, ``baseline_full``,
 ``tool_loop_turn``, ``full_window_compile``, ``append_per_second``, ``reopen_seconds``,
-``told_state_entries``, ``told_state_cap``, ``ratios`` and ``machine``. Seconds throughout.
+``told_state_entries``, ``told_state_cap``, ``ratios`` and ``machine``; issue 15 adds
+``shed_kept_blocks``, ``jump_kept_blocks``, ``shed_newest_50`` and ``ratios.shed_vs_jump``.
+Seconds throughout.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ FLATNESS_MAX = 1.5
 VS_FULL_MIN = 50.0
 """Full-recompile baseline over steady compile at the largest history."""
 
+SHED_VS_JUMP_MIN = 3.0
+"""Thinking blocks kept by shedding over those kept by the jump-only window (issue 15)."""
+
 TOOL_LOOP_MAX = 2.0
 """A tool-loop turn over its calls' worth of steady compiles."""
 
@@ -33,6 +38,9 @@ REQUIRED_KEYS = (
     "reopen_seconds",
     "told_state_entries",
     "told_state_cap",
+    "shed_kept_blocks",
+    "jump_kept_blocks",
+    "shed_newest_50",
     "ratios",
     "machine",
 )
@@ -87,6 +95,7 @@ def build_report(
     reopen_seconds: float,
     told: ToldReport,
     details: Mapping[str, Any],
+    shed: Mapping[str, Any],
 ) -> dict[str, Any]:
     """Assemble the report; ratios are taken on the smallest and largest sizes measured."""
     small, large = min(steady), max(steady)
@@ -94,12 +103,18 @@ def build_report(
         "flatness": steady[large] / steady[small],
         "vs_full": baseline[large] / steady[large],
         "tool_loop": tool_loop / (tool_calls * steady[tool_loop_size]),
+        "shed_vs_jump": float(shed["shed_vs_jump"]),
     }
     targets = {
         "flatness": {"limit": f"<= {FLATNESS_MAX}", "met": ratios["flatness"] <= FLATNESS_MAX},
         "vs_full": {"limit": f">= {VS_FULL_MIN:g}", "met": ratios["vs_full"] >= VS_FULL_MIN},
         "tool_loop": {"limit": f"<= {TOOL_LOOP_MAX}", "met": ratios["tool_loop"] <= TOOL_LOOP_MAX},
         "told_state": {"limit": f"<= {told.cap:,}", "met": told.entries <= told.cap},
+        "shed_vs_jump": {
+            "limit": f">= {SHED_VS_JUMP_MIN:g}",
+            "met": ratios["shed_vs_jump"] >= SHED_VS_JUMP_MIN,
+        },
+        "shed_newest_50": {"limit": "== 1.0", "met": shed["shed_newest_50"] == 1.0},
     }
     return {
         "compile_steady": {str(size): seconds for size, seconds in sorted(steady.items())},
@@ -110,6 +125,9 @@ def build_report(
         "reopen_seconds": reopen_seconds,
         "told_state_entries": told.entries,
         "told_state_cap": told.cap,
+        "shed_kept_blocks": shed["shed_kept_blocks"],
+        "jump_kept_blocks": shed["jump_kept_blocks"],
+        "shed_newest_50": shed["shed_newest_50"],
         "ratios": ratios,
         "targets": targets,
         "worst_case": {"head_change": head_change, "fold": fold},
@@ -122,7 +140,7 @@ def build_report(
                 for events, entries, mib in told.samples
             ],
         },
-        "details": dict(details),
+        "details": {**details, "shedding": dict(shed)},
         "config": dict(config),
         "machine": machine(),
     }
@@ -184,6 +202,17 @@ def table(report: Mapping[str, Any]) -> str:
                 )
             )
         )
+    newest = report["targets"]["shed_newest_50"]
+    lines.append(
+        _row(
+            (
+                "`shed_newest_50`",
+                f"{report['shed_newest_50']:.2f}",
+                newest["limit"],
+                "yes" if newest["met"] else "**no**",
+            )
+        )
+    )
     told = report["targets"]["told_state"]
     lines.append(
         _row(

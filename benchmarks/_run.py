@@ -30,6 +30,7 @@ from ._scenarios import (
     steady_and_tool_loop,
     window_size,
 )
+from ._shed import shedding
 from ._storage import append_throughput, reopen
 from ._timing import clock, median, spread, timed
 from ._told import ToldReport, told_state
@@ -63,6 +64,7 @@ class Config:
         seed: fixes every history and event stream.
         quick: a ``--quick`` run (recorded in the report).
         teller_in_child: run the told-state scenario in a child process, beside generation.
+        shed_messages: the thinking-heavy history the shedding scenario grows.
     """
 
     sizes: tuple[int, ...] = (1_000, 10_000, 100_000)
@@ -79,6 +81,7 @@ class Config:
     seed: int = 20_260_801
     quick: bool = False
     teller_in_child: bool = True
+    shed_messages: int = 10_000
 
     def __attrs_post_init__(self) -> None:
         if self.tool_loop_size not in self.sizes:
@@ -117,6 +120,7 @@ class Config:
             reopen_repeats=1,
             tool_calls=4,
             tool_loop_size=80,
+            shed_messages=400,
             appends=3,
             teller_events=3_000,
             quick=True,
@@ -249,7 +253,10 @@ def _run(config: Config, place: Place, progress: Progress | None) -> dict[str, A
     say(f"store: {config.appends:,} durable appends, reopen at {largest:,}")
     appends = append_throughput(place.open, config.appends)
     reopened = median(reopen(place.open, AGENT, strategy, history.head, config.reopen_repeats))
+    say(f"shedding: two {config.shed_messages:,}-message histories under a third of their tokens")
+    shed = shedding(config.shed_messages)
     return build_report(
+        shed=shed,
         config=attrs.asdict(config),
         steady={size: median(samples) for size, samples in steady.items()},
         baseline=baseline,

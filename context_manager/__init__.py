@@ -40,6 +40,7 @@ from ._model._errors import (
     BranchNotFound,
     CommandLineError,
     ContextManagerError,
+    InFlightThinkingInvalid,
     MessageNotFound,
     NotADatabase,
     OverBudget,
@@ -49,6 +50,7 @@ from ._model._errors import (
 from ._model._head import Head, ThinkingBinding
 from ._model._log import LibraryLogger, library_logger
 from ._model._messages import REASONING_LOSS_KIND, MessageId, MessageMeta, StoredMessage
+from ._model._readability import Readability, documented_readability
 from ._model._results import CompileResult, ProvenanceEntry, Source, ThinkingStrip
 from ._reasoning._audit import AuditResult, ReasoningPart, UntrustedText, read_reasoning
 from ._reasoning._capture import ReasoningCapture, warn_if_reasoning_unconfigured
@@ -77,6 +79,7 @@ __all__ = [
     "Fold",
     "Head",
     "ImageBlock",
+    "InFlightThinkingInvalid",
     "LibraryLogger",
     "MemoryReasoningStore",
     "MemoryStore",
@@ -89,6 +92,7 @@ __all__ = [
     "PlacedDrops",
     "PostgresStore",
     "ProvenanceEntry",
+    "Readability",
     "ReasoningCapture",
     "ReasoningPart",
     "ReasoningStore",
@@ -119,6 +123,7 @@ __all__ = [
     "blocks_to_wire",
     "branch_key",
     "converter",
+    "documented_readability",
     "estimate_tokens",
     "library_logger",
     "parse_input_transformations",

@@ -67,6 +67,7 @@ class ContextManager:
         self._observers: list[StripObserver] = []
         self._deletion_observers: list[Callable[[str], None]] = []
         self._reply_observers: list[ReplyObserver] = []
+        self._restore_observers: list[Callable[[tuple[MessageId, ...], str], None]] = []
         self._branch = self._ensure_branch()
         self._compiler = Compiler(self)
 
@@ -239,6 +240,11 @@ class ContextManager:
         """
         return self.store.edit(self.namespace, message_id, to_blocks(content))
 
+    def forget_cache(self, key: str) -> None:
+        """Drop what is held in memory for branch ``key`` (its render state and binding record);
+        the next compile there re-reads them from the store. Call when a fork's run ends."""
+        self._compiler.forget(key)
+
     # observers
     def on_thinking_strip(self, callback: StripObserver) -> StripObserver:
         """Call ``callback(strip, branch_key)`` once per committing compile that strips.
@@ -246,6 +252,14 @@ class ContextManager:
         An observer that raises is logged and never fails the compile. Returns ``callback``.
         """
         self._observers.append(callback)
+        return callback
+
+    def on_thinking_restored(
+        self, callback: Callable[[tuple[MessageId, ...], str], None]
+    ) -> Callable[[tuple[MessageId, ...], str], None]:
+        """Call ``callback(replies, branch_key)`` once per committing compile that sends again
+        thinking the previous one left out (``CompileResult.restored``). Returns ``callback``."""
+        self._restore_observers.append(callback)
         return callback
 
     def on_branch_deleted(self, callback: Callable[[str], None]) -> Callable[[str], None]:
@@ -271,6 +285,14 @@ class ContextManager:
             self._observers.remove(callback)
 
     def _notify(self, result: CompileResult) -> CompileResult:
+        if result.restored and not result.dry:
+            for restore_observer in list(self._restore_observers):
+                try:
+                    restore_observer(result.restored, result.branch)
+                except Exception as err:  # an observer never fails a compile
+                    log.warning(
+                        "restore_observer_failed", namespace=self.namespace, error=repr(err)
+                    )
         strip = result.thinking_strip
         if strip is None or result.dry:
             return result
@@ -329,7 +351,13 @@ class ContextManager:
         It shows in the next committing compile's strip and is never sent again on this branch.
         """
         self.get_message(message_id)
-        self.store.add_release(self.namespace, self._branch.key, message_id, from_block)
+        self.store.add_release(
+            self.namespace,
+            self._branch.key,
+            message_id,
+            from_block,
+            at_sequence=self.branch_head()[1],
+        )
         self._compiler.invalidate(self._branch.key)
 
     def place_drops(
@@ -354,7 +382,9 @@ class ContextManager:
         )
         releases = placed.releases()
         for message_id, block in releases:
-            self.store.add_release(self.namespace, result.branch, message_id, block)
+            self.store.add_release(
+                self.namespace, result.branch, message_id, block, at_sequence=result.last_sequence
+            )
         if releases:  # only a release changes what the branch renders
             self._compiler.invalidate(result.branch)
         return placed

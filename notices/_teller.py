@@ -214,6 +214,11 @@ class ReasoningLossTeller:
             error=_describe(error) if error is not None else None,
         )
 
+    def restored(self, agent: str, branch_key: str, replies: Sequence[MessageId]) -> None:
+        """Forget ``replies`` on a branch: their withheld thinking is sent again
+        (``CompileResult.restored``), so losing it again later is told again (SPEC 9)."""
+        self._told.discard(agent, branch_key, replies)
+
     def forget(self, agent: str, branch_key: str | None = None) -> None:
         """Drop an agent's told state and open incident, or only one branch's.
 

@@ -19,6 +19,7 @@ from benchmarks import (
     told_state,
 )
 from benchmarks.__main__ import main
+from benchmarks._shed import shedding
 from context_manager import SQLiteStore, Window
 from context_manager.simulator import Simulator
 
@@ -41,7 +42,8 @@ def test_a_smoke_run_writes_every_figure_the_issue_names(tmp_path: Path) -> None
     report = json.loads(out.read_text())
     assert set(REQUIRED_KEYS) <= set(report)
     assert list(report["compile_steady"]) == list(report["baseline_full"]) == ["40", "80", "160"]
-    assert set(report["ratios"]) == {"flatness", "vs_full", "tool_loop"}
+    assert set(report["ratios"]) == {"flatness", "vs_full", "tool_loop", "shed_vs_jump"}
+    assert 0.0 <= report["shed_newest_50"] <= 1.0
     assert {"platform", "python", "cpu_count", "memory_gib"} <= set(report["machine"])
     assert report["told_state_entries"] <= report["told_state_cap"]
 
@@ -82,3 +84,12 @@ def test_told_state_fills_up_to_the_cap_and_never_past_it() -> None:
     held = [entries for _, entries, _ in report.samples]
     assert max(held) == report.cap == 50
     assert report.entries <= report.cap
+
+
+def test_shedding_keeps_more_thinking_than_jumping_and_all_of_the_newest_replies() -> None:
+    """Issue 15's targets, on a small history (the full run measures 10,000 messages)."""
+    figures = shedding(1_000)
+
+    assert figures["shed_newest_50"] == 1.0
+    assert figures["shed_kept_blocks"] >= 3 * figures["jump_kept_blocks"]
+    assert figures["shed_tokens"] <= figures["budget_tokens"]

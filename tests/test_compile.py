@@ -217,9 +217,11 @@ def test_an_unstamped_reply_after_the_first_compile_is_stripped_as_messages(
     assert (result.thinking_strip.cause, result.thinking_strip.replies) == ("messages", (added,))
 
 
-def test_a_released_reply_is_never_reported_again_while_an_earlier_fork_still_renders_it(
+def test_a_withheld_reply_comes_back_with_its_head_and_an_earlier_fork_still_renders_it(
     cm: ContextManager,
 ) -> None:
+    """VENDOR_RULES 5 and 8 changed this: a head change only withholds; the head changed back
+    sends the thinking again (``restored``), and a second change leaves it out anew."""
     _, r1 = turn(cm, HEAD, "one", "first")
     cm.add_message("user", "two")
     cm.fork("experiment")
@@ -229,7 +231,11 @@ def test_a_released_reply_is_never_reported_again_while_an_earlier_fork_still_re
     assert stripped.thinking_strip is not None
     assert stripped.thinking_strip.replies == (r1,)
     cm.add_message("user", "three")
-    assert cm.compile(HEAD).thinking_strip is None
+    back = cm.compile(HEAD)
+    assert (back.thinking_strip, back.restored) == (None, (r1,))
+    again = cm.compile(changed).thinking_strip
+    assert again is not None
+    assert again.replies == (r1,)
     assert cm.compile(changed).thinking_strip is None
     cm.switch_branch("experiment")
     fork = cm.compile(HEAD)
@@ -307,6 +313,8 @@ def test_an_observer_that_raises_never_fails_the_compile_and_the_others_still_ru
 def test_interleaved_thinking_is_judged_block_by_block_from_the_first_invalid_one_on(
     cm: ContextManager,
 ) -> None:
+    """VENDOR_RULES 6 changed this: while its round is open the reply goes out as recorded, so
+    the release shows once the round has closed."""
     cm.add_message("user", "investigate")
     first = cm.compile(HEAD)
     interleaved = [
@@ -322,6 +330,10 @@ def test_interleaved_thinking_is_judged_block_by_block_from_the_first_invalid_on
     kept = cm.compile(HEAD)
     assert thinking_count(kept) == 2
     cm.release_thinking(rid, from_block=2)
+    in_flight = cm.compile(HEAD)
+    assert (thinking_count(in_flight), in_flight.thinking_strip) == (2, None)
+    cm.record_reply(reply("found it", thinking=0), in_flight)
+    cm.add_message("user", "thanks")
     partial = cm.compile(HEAD)
     assert partial.thinking_strip is not None
     assert (partial.thinking_strip.replies, partial.thinking_strip.blocks) == ((rid,), 1)

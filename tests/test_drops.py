@@ -377,7 +377,9 @@ def test_the_context_manager_places_drops_and_releases_them_on_the_compiled_bran
     placed = cm.place_drops(response, result)
 
     assert (reply, other) == placed.reply_ids
-    assert {reply: Release(reply, 0, False)} == cm.store.binding_record("ada", key).releases
+    assert {reply: Release(reply, 0, False, at_sequence=0)} == cm.store.binding_record(
+        "ada", key
+    ).releases
 
 
 def test_the_drop_names_are_exported_from_the_package() -> None:

@@ -10,8 +10,9 @@ checked against the simulator's own records:
 2. Zero needless strips: every thinking block a compile newly left out of a rendered reply would
    not have verified at its place (``sim.verify_block``), except blocks the host released and
    blocks released after a prefix, organization or end-user drop (SPEC 8: they are released for
-   good, even though the simulator's one-shot forced drop would let them verify again). A block
-   left out once stays out on that branch (SPEC 7) and is judged only when it first goes.
+   good, even though the simulator's one-shot forced drop would let them verify again). A
+   released block never comes back; a block only withheld (a head or model change, a gap) is
+   judged when it goes, and may be sent again once it verifies (SPEC 7, VENDOR_RULES 5, 8).
 3. Every loss the rules say to tell is told, once per branch, and nothing else: a small
    reference of SPEC 9's rules, fed by the strips the compiler reports and the drops the
    simulator reports, predicts each branch's ``[reasoning]`` notices exactly.
@@ -195,7 +196,7 @@ def _owns(turn: TurnState, message: StoredMessage | None) -> bool:
 class BranchModel:
     """What the reference knows about one branch (copied to a fork when it is made)."""
 
-    left_out: dict[str, int] = attrs.field(factory=dict)
+    left_out: set[tuple[str, int]] = attrs.field(factory=set)
     """Per reply, the lowest thinking block a committing compile left out: that block and
     every later one of the reply are out for good (a release runs from its block on, so a
     block an edit moves down stays out)."""
@@ -213,7 +214,7 @@ class BranchModel:
 
     def fork(self) -> BranchModel:
         return BranchModel(
-            left_out=dict(self.left_out),
+            left_out=set(self.left_out),
             host_released=dict(self.host_released),
             drop_released=dict(self.drop_released),
             notices=list(self.notices),
@@ -666,11 +667,18 @@ class ReliabilityMachine(RuleBasedStateMachine):
     ) -> None:
         STATS["calls"] += 1
         request = {**call.request, "betas": list(call.betas)}
-        # invariant 1: nothing sent fails on its own; every prefix drop follows a forced one
-        assert [c.reason for c in self.sim.verify(request) if c.reason is not None] == []
+        # invariant 1: nothing sent fails on its own, but the open round's reply, which goes
+        # out as recorded under drop_block (VENDOR_RULES 6); every prefix drop follows a forced
+        # one or that reply
+        inflight = _inflight_index(call.request["messages"])
+        assert [
+            c.reason
+            for c in self.sim.verify(request)
+            if c.reason is not None and c.path[0] != inflight
+        ] == []
         forced_before = False
         for check in call.dropped:
-            forced_before = forced_before or check.forced
+            forced_before = forced_before or check.forced or check.path[0] == inflight
             assert check.forced or forced_before, f"unforced drop {check} in {call.request}"
         assert _jsonable(result.request["messages"]) == call.request["messages"]
         self._judge_left_out(result, visible, request)
@@ -719,6 +727,7 @@ class ReliabilityMachine(RuleBasedStateMachine):
         """Invariant 2 for one committing compile (see the module docstring)."""
         branch = self.branches[result.branch]
         branch.compiled = True
+        inflight = _inflight_index(request["messages"])
         newly: set[str] = set()
         rendered: dict[str, tuple[int, dict[int, int], set[int]]] = {}
         for i, entry in enumerate(result.provenance):
@@ -738,13 +747,20 @@ class ReliabilityMachine(RuleBasedStateMachine):
                 continue
             i, blocks, sent = rendered[message.id]
             for k in thinking:
-                gone_from = branch.left_out.get(message.id, len(message.content))
+                released_from = min(
+                    branch.host_released.get(message.id, len(message.content)),
+                    branch.drop_released.get(message.id, len(message.content)),
+                )
+                spot = (message.id, k)
                 if k in sent:
-                    assert k < gone_from, f"block {k} of {message.id} was released, yet sent"
+                    assert k < released_from or i == inflight, (  # VENDOR_RULES 6
+                        f"block {k} of {message.id} was released, yet sent"
+                    )
+                    branch.left_out.discard(spot)  # withheld, now sent again (VENDOR_RULES 5, 8)
                     continue
-                if k >= gone_from:
+                if spot in branch.left_out:
                     continue
-                branch.left_out[message.id] = k
+                branch.left_out.add(spot)
                 newly.add(message.id)
                 STATS["left_out"] += 1
                 if k >= branch.host_released.get(message.id, len(message.content)):
@@ -826,6 +842,20 @@ class ReliabilityMachine(RuleBasedStateMachine):
                     assert block.tool_use_id
 
 
+def _inflight_index(messages: list[dict[str, Any]]) -> int | None:
+    """The open tool round's assistant message: the request ends with its results."""
+    end = len(messages)
+    while end > 0 and messages[end - 1]["role"] == "system":
+        end -= 1
+    if end < 2 or messages[end - 2]["role"] != "assistant":
+        return None
+    last = messages[end - 1]
+    content = last["content"] if isinstance(last["content"], list) else []
+    if last["role"] == "user" and any(b.get("type") == "tool_result" for b in content):
+        return end - 2
+    return None
+
+
 def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value))
 
@@ -843,9 +873,9 @@ def _model_settings() -> settings:
 
 
 @pytest.mark.xfail(
-    strict=True,
-    reason="Binding v2: the compiler follows the documented rules, sheds oldest thinking first, "
-    "withholds on a model switch",
+    strict=False,
+    reason="binding v2 in progress: system-notice placement (VENDOR_RULES 16) is not rendered "
+    "yet, and long runs still find a withheld block left out again without a strip",
 )
 def test_no_invalid_block_is_sent_no_valid_one_is_stripped_and_each_loss_is_told_once() -> None:
     """Hypothesis drives turns, head changes, folds, edits, branches, releases and forced drops.

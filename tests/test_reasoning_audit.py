@@ -291,23 +291,21 @@ def test_an_omitted_display_block_keeps_flowing_under_capture_drop(
 # erasure, other namespaces, tampering
 
 
-def test_an_erased_blob_reads_erased_and_the_next_compile_strips_from_that_reply_on(
+def test_an_erased_blob_reads_erased_and_the_next_compile_strips_only_that_reply(
     store: SQLiteStore, sidecar: CountingSidecar
 ) -> None:
+    """VENDOR_RULES 4 changed this: removing the OLDEST thinking keeps every later block."""
     cm = open_cm(store, sidecar)
     _, first = turn(cm, "one", "first thoughts", signature="sig-1")
-    _, second = turn(cm, "two", "second thoughts", signature="sig-2")
+    turn(cm, "two", "second thoughts", signature="sig-2")
     assert sidecar.erase(record_of(cm, first)["ref"])
     assert [p.status for p in read_reasoning(cm).parts] == ["erased", "ok"]
     restarted = open_cm(store, sidecar)
     restarted.add_message("user", "three")
     result = restarted.compile(HEAD)
-    assert sent_thinking(result) == []
+    assert [b["signature"] for b in sent_thinking(result)] == ["sig-2"]
     assert result.thinking_strip is not None
-    assert (result.thinking_strip.cause, result.thinking_strip.replies) == (
-        "messages",
-        (first, second),
-    )
+    assert (result.thinking_strip.cause, result.thinking_strip.replies) == ("messages", (first,))
     assert "first thoughts" not in json.dumps(result.request)
 
 

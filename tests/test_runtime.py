@@ -83,14 +83,11 @@ async def test_a_head_change_between_turns_is_told_once_at_the_next_boundary_and
     assert notices(ada) == [expected]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Binding v2: the compiler follows the documented rules, sheds oldest thinking first, "
-    "withholds on a model switch",
-)
 async def test_a_skill_that_grows_the_tool_menu_mid_turn_is_told_with_the_this_turn_clause() -> (
     None
 ):
+    """VENDOR_RULES 6 changed this: the open round's reply goes out as recorded under
+    ``drop_block``; the provider drops its thinking, and the drop is told (count form)."""
     sim = Simulator(script=tool_script("activate_skill", think=True))
     runtime = make(sim)
     head = attrs.evolve(HEAD, tools=[ACTIVATE])
@@ -105,10 +102,10 @@ async def test_a_skill_that_grows_the_tool_menu_mid_turn_is_told_with_the_this_t
     await ada.run_turn("please use tool")
     (line,) = notices(ada)
     assert line == (
-        "[reasoning] ada: The reasoning behind your replies up to the one that called "
-        "activate_skill, this turn's earlier steps among them, is no longer in your context, "
-        "because your tools changed. Their words are still here. Re-read before relying on an "
-        "earlier decision."
+        "[reasoning] ada: Some of your earlier reasoning is no longer in your context: the "
+        "reasoning behind one of your replies, the one that called activate_skill, one of this "
+        "turn's steps. Their words are still here. Re-read before relying on a decision made "
+        "since then."
     )
 
 

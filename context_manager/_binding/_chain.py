@@ -1,21 +1,22 @@
-"""The chain: a running digest of a request's messages, as sent, block by block.
+"""The chain: a running digest of a request's non-thinking content, as sent, block by block.
 
 Pure functions. Each block enters the chain with the role of the message it stands in, so the
 chain before a block depends only on the ``(role, block)`` sequence before it: merging or
 splitting consecutive same-role messages, JSON key order and ``cache_control`` never change it.
-A thinking block's seal binds its chain and its own canonical form, so editing the block itself
-breaks its seal too.
+Thinking blocks never enter it: earlier thinking is not part of a block's prefix (VENDOR_RULES 1);
+their order is checked apart (``_validity.in_order``). A thinking block's seal binds its chain and
+its own canonical form, so editing the block itself breaks its seal too.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from context_manager._model._canonical import canonical_json
+from context_manager._model._canonical import canonical_json, signature_digest
 
-CHAIN_SEED = hashlib.sha256(b"context-manager chain v2").digest()
+CHAIN_SEED = hashlib.sha256(b"context-manager chain v3").digest()
 """The chain of an empty request."""
 
 _BLOCK_TAG = b"\x02"
@@ -39,6 +40,15 @@ def seal(chain: bytes, wire_block: Mapping[str, Any]) -> str:
     return hashlib.sha256(chain + _SEAL_TAG + block_bytes(wire_block)).hexdigest()
 
 
+THINKING_TYPES = frozenset({"thinking", "redacted_thinking"})
+"""Wire block types that are thinking: never part of the chain."""
+
+
+def is_wire_thinking(wire_block: Mapping[str, Any]) -> bool:
+    """True for a wire ``thinking`` or ``redacted_thinking`` block."""
+    return wire_block.get("type") in THINKING_TYPES
+
+
 def wire_content(content: Any) -> list[dict[str, Any]]:
     """A wire message's content as a block list (a string is one text block)."""
     if isinstance(content, str):
@@ -52,11 +62,31 @@ def chain_of_messages(
     skip: frozenset[tuple[int, int]] = frozenset(),
     start: bytes = CHAIN_SEED,
 ) -> bytes:
-    """Chain over wire ``messages`` exactly as sent, leaving out the ``(i, j)`` in ``skip``."""
+    """Chain over wire ``messages`` exactly as sent, thinking and the ``(i, j)`` in ``skip``
+    left out."""
     chain = start
     for i, message in enumerate(messages):
         role = str(message.get("role"))
         for j, block in enumerate(wire_content(message.get("content", []))):
-            if (i, j) not in skip:
+            if (i, j) not in skip and not is_wire_thinking(block):
                 chain = feed_block(chain, role, block)
     return chain
+
+
+def last_signature(
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    skip: frozenset[tuple[int, int]] = frozenset(),
+) -> str | None:
+    """The signature digest of the newest signed thinking block in ``messages`` not in
+    ``skip``, or ``None``. O(messages after it)."""
+    for i in range(len(messages) - 1, -1, -1):
+        content = wire_content(messages[i].get("content", []))
+        for j in range(len(content) - 1, -1, -1):
+            block = content[j]
+            if (i, j) in skip or not is_wire_thinking(block):
+                continue
+            signature = block.get("signature") or block.get("data")
+            if signature:
+                return signature_digest(str(signature))
+    return None

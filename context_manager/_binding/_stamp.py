@@ -1,27 +1,36 @@
-"""Stamping a reply: the seal of each thinking block against the request that produced it.
+"""Stamping a reply: the seal and predecessor of each thinking block, from the request that
+produced it.
 
-Pure. The chain runs over the request as the model saw it: the compiled messages, then any
-messages the host appended, with the blocks the provider reported dropped left out; then the
-reply's own earlier blocks. A stamp binds the head's digests too.
+Pure. The chain runs over the request's non-thinking content as the model saw it: the compiled
+messages, then any messages the host appended; then the reply's own earlier blocks. A block's
+predecessor is the nearest thinking block before it in that request, the blocks the provider
+reported dropped left out. A stamp (version 2) names the producing model and binds the head's
+digests too. Version-1 stamps sealed earlier thinking into the chain and cannot be checked by the
+order rule: they read as unstamped (``readable_stamp`` logs that once).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
 
 from context_manager._model._canonical import signature_digest
 from context_manager._model._content import Block, block_to_wire, is_thinking, signature_of
+from context_manager._model._log import library_logger
 from context_manager._model._messages import StoredMessage
 from context_manager._model._results import CompileResult
 
-from ._chain import chain_of_messages, feed_block, seal, wire_content
+from ._chain import chain_of_messages, feed_block, last_signature, seal, wire_content
 from ._drops import parse_input_transformations
 
-STAMP_VERSION = 1
+log = library_logger("context_manager.binding")
+
+STAMP_VERSION = 2
 """Written into every stamp, so a later format can tell old stamps apart."""
+
+_warned_versions: set[object] = set()
 
 
 @attrs.frozen
@@ -49,11 +58,13 @@ def stamp_reply(
     extra_messages = [wire_message(item) for item in appended]
     sent = [*result.request["messages"], *extra_messages]
     dropped = dropped_paths(response, sent)
+    chain = chain_of_messages(extra_messages, start=result.end_chain)
     if dropped:
-        chain = chain_of_messages(sent, skip=dropped)
+        predecessor = last_signature(sent, skip=dropped)
     else:
-        chain = chain_of_messages(extra_messages, start=result.end_chain)
+        predecessor = last_signature(extra_messages) or result.end_predecessor
     seals: dict[str, str] = {}
+    preds: dict[str, str | None] = {}
     signatures: list[str] = []
     unsigned: list[int] = []
     for index, block in enumerate(blocks):
@@ -62,12 +73,36 @@ def stamp_reply(
             signature = signature_of(block)
             if signature:
                 seals[str(index)] = seal(chain, wire)
-                signatures.append(signature_digest(signature))
+                preds[str(index)] = predecessor
+                predecessor = signature_digest(signature)
+                signatures.append(predecessor)
             else:
                 unsigned.append(index)
-        chain = feed_block(chain, "assistant", wire)
-    stamp = {"v": STAMP_VERSION, "head": dict(result.head_digests), "seals": seals}
+        else:
+            chain = feed_block(chain, "assistant", wire)
+    stamp = {
+        "v": STAMP_VERSION,
+        "model": str(result.request.get("model", "")),
+        "head": dict(result.head_digests),
+        "seals": seals,
+        "pred": preds,
+    }
     return ReplyStamp(stamp, tuple(signatures), tuple(unsigned))
+
+
+def readable_stamp(stamp: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """``stamp`` when this version can check it, else ``None`` (logged once per version).
+
+    Version 1 sealed earlier thinking into each block's chain, so the order rule cannot be read
+    from it; its blocks are treated as unstamped (never sent).
+    """
+    if stamp is None or stamp.get("v") == STAMP_VERSION:
+        return stamp
+    version = stamp.get("v")
+    if version not in _warned_versions:
+        _warned_versions.add(version)
+        log.warning("stamp_version_unreadable", version=version, note="treated as unstamped")
+    return None
 
 
 def wire_message(item: object) -> dict[str, Any]:

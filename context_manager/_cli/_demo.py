@@ -223,10 +223,12 @@ class Demo:
     async def skill(self) -> None:
         self.heading(
             "a skill activation grows the tool menu mid-turn",
-            "the head form with the this-turn clause, told at the next boundary",
+            "the head form with the this-turn clause, told at the next boundary; the open "
+            "round's reply goes out as recorded and the provider's drop is told",
         )
         await self.turn(
             "Load the search skill and find what 2.4 changed.",
+            Step("Check the log before loading anything.", tool="read_log"),
             Step("I need search; load the skill first.", tool="activate_skill"),
             Step("Now search for the config keys.", tool="grep"),
             Step("The match explains it.", "parser 2.4 renamed the config key 'strict' to 'mode'."),

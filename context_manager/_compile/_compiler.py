@@ -18,10 +18,20 @@ from typing import Any, Protocol
 
 import attrs
 
-from context_manager._binding._chain import CHAIN_SEED, feed_block
+from context_manager._binding._chain import (
+    CHAIN_SEED,
+    feed_block,
+    is_wire_thinking,
+    last_signature,
+)
 from context_manager._binding._stamp import stamp_reply
-from context_manager._model._content import Block, block_to_wire, is_thinking, reply_blocks
-from context_manager._model._errors import OverBudget
+from context_manager._model._content import (
+    Block,
+    block_to_wire,
+    is_thinking,
+    reply_blocks,
+)
+from context_manager._model._errors import InFlightThinkingInvalid, OverBudget
 from context_manager._model._head import Head, ThinkingBinding
 from context_manager._model._log import library_logger
 from context_manager._model._messages import MessageId, MessageMeta, StoredMessage
@@ -38,6 +48,7 @@ from ._fold import (
     plan_fold,
     summary_parts,
 )
+from ._inflight import Restored, inflight_index, restore_inflight
 from ._render import (
     RenderContext,
     RenderState,
@@ -49,6 +60,7 @@ from ._render import (
     render_text_prefix,
 )
 from ._selection import jump_anchor, required_tokens
+from ._shed import plan_shed
 from ._strategies import Fold, Strategy, Window
 
 log = library_logger("context_manager.compile")
@@ -66,7 +78,8 @@ READ_CHUNK = 512
 """Messages read per step when finding a window's start from the newest backwards."""
 
 STAMP_CACHE_LIMIT = 100_000
-"""Stamps kept in memory per manager before the cache is emptied (they are re-read on demand)."""
+"""Stamps kept in memory per manager; past it the oldest not needed now are evicted (re-read on
+demand)."""
 
 
 @attrs.define
@@ -76,6 +89,7 @@ class BindingRecord:
     first_compiled: bool
     releases: dict[MessageId, Release]
     anchor: int | None
+    left_out: frozenset[tuple[MessageId, int]] = frozenset()
 
     def _check(self) -> None:
         for message_id, release in self.releases.items():
@@ -88,6 +102,7 @@ class _CacheKey:
     bound: tuple[str, ...]
     binds: bool
     system_notices: str
+    reads: Any
     strategy: Any
     budget: int | None
     erasures: int
@@ -128,6 +143,8 @@ class Compiler:
         self._states: dict[str, tuple[_CacheKey, RenderState]] = {}
         self._records: dict[str, BindingRecord] = {}
         self._stamps: dict[MessageId, dict[str, Any]] = {}
+        self.stamp_cache_limit = STAMP_CACHE_LIMIT
+        """Stamps kept in memory; the oldest not needed by the current render go first."""
 
     # cache control
     def forget(self, key: str) -> None:
@@ -143,7 +160,9 @@ class Compiler:
         record = self._records.get(key)
         if record is None:
             data = self.manager.store.binding_record(self.manager.namespace, key)
-            record = BindingRecord(data.first_compiled, dict(data.releases), data.anchor)
+            record = BindingRecord(
+                data.first_compiled, dict(data.releases), data.anchor, data.left_out
+            )
             self._records[key] = record
         return record
 
@@ -212,6 +231,7 @@ class Compiler:
             tuple(head.digests[c] for c in m.binding.bound_components()),
             m.binding.binds,
             m.binding.system_notices,
+            m.binding.reads,
             m.strategy,
             budget,
             m.reasoning.erase_serial() if m.reasoning is not None else 0,
@@ -235,26 +255,48 @@ class Compiler:
             folded = self._full_render(ctx, lineage, record, serial, summary=summary)
             folded.unreported = fold_entries(state, folded)
             state = folded
+        if limit is not None and fold is None and self._sheds() and state.total_tokens > limit[1]:
+            state = self._shed(ctx, lineage, record, serial, state, limit[0])
         if limit is not None:
             target, cap = limit
             if budget is not None:
                 needed = required_tokens(state.spans)
                 if needed > budget:
                     raise OverBudget(budget, needed)
-            if state.total_tokens > cap:
+            mid_round = inflight_index(state) is not None
+            over_budget = budget is not None and state.total_tokens > budget
+            if state.total_tokens > cap and (not mid_round or over_budget):
+                # mid-round, a jump would change what precedes the in-flight reply
+                # (VENDOR_RULES 6): deferred until the round closes, unless over the budget
                 anchor = jump_anchor(state.spans, target)
                 if anchor is not None and anchor != state.start:
                     state = self._full_render(ctx, lineage, record, serial, start=anchor)
 
         compile_id = f"cmp_{uuid.uuid4().hex[:16]}"
+        inflight = self._inflight(state)
         body, end_chain = self._request(head, state)
-        strip = _strip(state.unreported, record.first_compiled, key, compile_id)
+        provenance = list(state.provenance)
+        put_back: frozenset[tuple[MessageId, int]] = frozenset()
+        end_predecessor = state.last_kept
+        if inflight is not None:
+            body["messages"][inflight.index] = inflight.message
+            provenance[inflight.index] = inflight.entry
+            put_back = frozenset(inflight.put_back)
+            end_predecessor = last_signature(body["messages"])
+        entries = [
+            e for e in _report_entries(state, record) if (e.message_id, e.block) not in put_back
+        ]
+        strip = _strip(entries, record.first_compiled, key, compile_id)
+        restored = _restored(state, record)
         if not dry_run:
-            self._commit(key, record, state, limit is not None)
+            left_out = frozenset(state.left_out) - put_back
+            held = [e for e in state.unreported if (e.message_id, e.block) in put_back]
+            self._commit(key, record, state, entries, left_out, limit is not None)
+            state.unreported = held  # sent as recorded now; reported once the round closes
             self._states[key] = (cache_key, state)
         result = CompileResult(
             request=body,
-            provenance=tuple(state.provenance) + _tail_provenance(body, state),
+            provenance=tuple(provenance) + _tail_provenance(body, state),
             thinking_strip=strip,
             compile_id=compile_id,
             dry=dry_run,
@@ -265,6 +307,8 @@ class Compiler:
             end_chain=end_chain,
             manager_token=m.token,
             last_sequence=state.last_sequence,
+            end_predecessor=end_predecessor,
+            restored=restored,
         )
         if strip is not None and not dry_run:
             log.info(
@@ -290,7 +334,74 @@ class Compiler:
             stamps=self._stamps,
             estimator=m.estimator,
             resolve=m.resolve_reasoning,
+            model=head.model,
+            reads=m.binding.reads,
         )
+
+    def _inflight(self, state: RenderState) -> Restored | None:
+        """The open round's reply as recorded, when the rules would alter it (SPEC 7).
+
+        Raises:
+            InFlightThinkingInvalid: it carries failing thinking and ``drop_block`` is off.
+        """
+        m = self.manager
+        if not m.binding.binds:
+            return None
+        inflight = restore_inflight(
+            state, lambda mid: m.store.get(m.namespace, mid), m.resolve_reasoning
+        )
+        if inflight is not None and not m.binding.drop_block:
+            mid = inflight.put_back[0][0]
+            raise InFlightThinkingInvalid(mid, tuple(b for _, b in inflight.put_back))
+        return inflight
+
+    def _sheds(self) -> bool:
+        strategy = self.manager.strategy
+        return self.manager.binding.binds and (
+            not isinstance(strategy, Window) or strategy.shed_thinking
+        )
+
+    def _shed(
+        self,
+        ctx: RenderContext,
+        lineage: Lineage,
+        record: BindingRecord,
+        serial: int,
+        state: RenderState,
+        target: int,
+    ) -> RenderState:
+        """Re-render with the oldest sent thinking shed down to ``target`` tokens (SPEC 7).
+
+        Shed replies are released at commit and reported (cause ``messages``, or ``first``).
+        """
+        shed = plan_shed(state, self.manager.estimator, state.total_tokens - target)
+        if not shed:
+            return state
+        releases = dict(record.releases)
+        for message_id, block in shed.items():
+            prior = releases.get(message_id)
+            low = block if prior is None else min(prior.from_block, block)
+            releases[message_id] = Release(message_id, low, False)
+        shed_ctx = attrs.evolve(ctx, releases=releases)
+        pending = list(state.unreported)
+        again = self._full_render(shed_ctx, lineage, record, serial, start=state.start)
+        marked = [
+            attrs.evolve(e, reason="shed", kind="release")
+            if e.kind == "released"
+            and e.message_id in shed
+            and ((prior := record.releases.get(e.message_id)) is None or e.block < prior.from_block)
+            else e
+            for e in again.unreported
+        ]
+        again.unreported = [*pending, *marked]
+        log.info(
+            "thinking_shed",
+            namespace=self.manager.namespace,
+            replies=len(shed),
+            tokens_before=state.total_tokens,
+            tokens_after=again.total_tokens,
+        )
+        return again
 
     def _window_limit(self, budget: int | None) -> tuple[int, int] | None:
         """``(target after a jump, cap that triggers one)`` or ``None`` for no window."""
@@ -325,18 +436,24 @@ class Compiler:
         return state
 
     def _prefetch(self, messages: Sequence[StoredMessage]) -> None:
-        wanted = [
+        """Load the stamps ``messages`` need; over the limit, evict the oldest others first.
+
+        The stamps of ``messages`` themselves are never evicted here: the render that follows
+        reads them (an evicted one would judge valid thinking unstamped).
+        """
+        needed = [
             msg.id
             for msg in messages
-            if msg.role == "assistant"
-            and msg.id not in self._stamps
-            and any(is_thinking(b) for b in msg.content)
+            if msg.role == "assistant" and any(is_thinking(b) for b in msg.content)
         ]
-        if not wanted:
-            return
-        if len(self._stamps) > STAMP_CACHE_LIMIT:
-            self._stamps.clear()
-        self._stamps.update(self.manager.store.stamps(self.manager.namespace, wanted))
+        wanted = [mid for mid in needed if mid not in self._stamps]
+        overflow = len(self._stamps) + len(wanted) - self.stamp_cache_limit
+        if overflow > 0:
+            keep = set(needed)
+            for mid in [k for k in self._stamps if k not in keep][:overflow]:
+                del self._stamps[mid]
+        if wanted:
+            self._stamps.update(self.manager.store.stamps(self.manager.namespace, wanted))
 
     def _latest_summary(self, lineage: Lineage) -> StoredMessage | None:
         m = self.manager
@@ -474,27 +591,45 @@ class Compiler:
         chain = state.chain
         for message in tail:
             for block in message["content"]:
-                chain = feed_block(chain, message["role"], block)
+                if not is_wire_thinking(block):
+                    chain = feed_block(chain, message["role"], block)
         request["messages"] = [*state.messages, *tail]
         return request, chain
 
     def _head_tokens(self, head: Head) -> int:
         return int(self.manager.estimator({"system": head.system, "tools": list(head.tools)}))
 
-    def _commit(self, key: str, record: BindingRecord, state: RenderState, windowed: bool) -> None:
+    def _commit(
+        self,
+        key: str,
+        record: BindingRecord,
+        state: RenderState,
+        entries: Sequence[StripEntry],
+        left_out: frozenset[tuple[MessageId, int]],
+        windowed: bool,
+    ) -> None:
+        """Write what is permanent (new releases, reports), the left-out set and the anchor."""
         m = self.manager
         releases: dict[MessageId, int] = {}
         reported: list[MessageId] = []
-        for entry in state.unreported:
-            if entry.reason == "released":
+        for entry in entries:
+            if entry.kind == "released":
                 reported.append(entry.message_id)
-            else:
+            elif entry.kind == "release":
                 prior = releases.get(entry.message_id)
                 releases[entry.message_id] = (
                     entry.block if prior is None else min(prior, entry.block)
                 )
         anchor = state.start if windowed and state.start != record.anchor else None
-        if record.first_compiled and not releases and not reported and anchor is None:
+        left_changed = left_out != record.left_out
+        if (
+            record.first_compiled
+            and not releases
+            and not reported
+            and anchor is None
+            and not left_changed
+        ):
+            state.unreported = []
             return
         m.store.commit_binding(
             m.namespace,
@@ -503,14 +638,19 @@ class Compiler:
             releases=sorted(releases.items()),
             reported=reported,
             anchor=anchor,
+            left_out=sorted(left_out) if left_changed else None,
+            at_sequence=state.last_sequence,
         )
         record.first_compiled = True
+        record.left_out = left_out
         if anchor is not None:
             record.anchor = anchor
         for message_id, block in releases.items():
             prior_release = record.releases.get(message_id)
             low = block if prior_release is None else min(prior_release.from_block, block)
-            record.releases[message_id] = Release(message_id, low, True)
+            record.releases[message_id] = Release(
+                message_id, low, True, at_sequence=state.last_sequence
+            )
         for message_id in reported:
             prior_release = record.releases.get(message_id)
             if prior_release is not None:
@@ -571,6 +711,33 @@ class Compiler:
         )
         self._stamps[stored.id] = stamp
         return stored.id
+
+
+def _report_entries(state: RenderState, record: BindingRecord) -> list[StripEntry]:
+    """What this compile newly leaves out, oldest first: released or covered blocks not yet
+    reported, and blocks left out now that the last committing compile did not leave out."""
+    seen: set[tuple[MessageId, int]] = set()
+    entries: list[StripEntry] = []
+    fresh = [e for spot, e in state.left_out.items() if spot not in record.left_out]
+    for entry in [*state.unreported, *fresh]:
+        spot = (entry.message_id, entry.block)
+        if spot in seen or spot in state.kept_thinking:
+            continue
+        seen.add(spot)
+        entries.append(entry)
+    age = state.sequences
+    return sorted(entries, key=lambda e: (age.get(e.message_id, -1), e.block))
+
+
+def _restored(state: RenderState, record: BindingRecord) -> tuple[MessageId, ...]:
+    """Replies whose thinking the last committing compile left out and this one sends."""
+    back = record.left_out & state.kept_thinking
+    if not back:
+        return ()
+    age = state.sequences
+    return tuple(
+        dict.fromkeys(mid for mid, _ in sorted(back, key=lambda s: (age.get(s[0], -1), s[1])))
+    )
 
 
 def _strip(

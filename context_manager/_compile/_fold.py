@@ -113,7 +113,11 @@ def fold_entries(before: RenderState, after: RenderState) -> list[StripEntry]:
     entries: list[StripEntry] = []
     candidates = [
         *before.unreported,
-        *(StripEntry(mid, block, "prefix") for mid, block in kept_thinking(before)),
+        *(
+            StripEntry(mid, block, "prefix", kind="covered")
+            for mid, block in kept_thinking(before)
+            if (mid, block) not in after.left_out
+        ),
         *after.unreported,
     ]
     for entry in candidates:

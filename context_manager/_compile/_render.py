@@ -14,7 +14,9 @@ from typing import Any, Literal
 
 import attrs
 
-from context_manager._binding._chain import feed_block, seal
+from context_manager._binding._chain import feed_block, is_wire_thinking, seal
+from context_manager._binding._stamp import readable_stamp
+from context_manager._binding._validity import head_changes, judge, producer_readable
 from context_manager._model._canonical import signature_digest
 from context_manager._model._content import (
     Block,
@@ -25,15 +27,20 @@ from context_manager._model._content import (
     is_thinking,
     signature_of,
 )
-from context_manager._model._head import changed_components
 from context_manager._model._log import library_logger
 from context_manager._model._messages import MessageId, StoredMessage
+from context_manager._model._readability import Readability, documented_readability
 from context_manager._model._results import ProvenanceEntry, ProvenanceKind, Source
 from context_manager._store._protocol import Release
 
 log = library_logger("context_manager.render")
 
-StripReason = Literal["head", "prefix", "unstamped", "released"]
+StripReason = Literal["head", "prefix", "gap", "unstamped", "released", "shed"]
+
+EntryKind = Literal["left", "released", "release", "covered"]
+"""``left``: left out while its reason holds (not released); ``released``: released earlier, not
+yet reported; ``release``: a permanent fact found now (text that cannot be resolved, shedding),
+released at commit; ``covered``: sent before a fold and now inside its summary."""
 
 OMITTED_HISTORY_TEXT = "[earlier conversation omitted]"
 """Opens a render whose first kept message is not the user's (the API requires a user first)."""
@@ -50,6 +57,7 @@ class StripEntry:
     block: int
     reason: StripReason
     changed: tuple[str, ...] = ()
+    kind: EntryKind = "left"
 
 
 @attrs.frozen
@@ -73,6 +81,9 @@ class RenderContext:
     stamps: Mapping[MessageId, Mapping[str, Any]]
     estimator: Callable[[Any], int]
     resolve: Callable[[Block], Block | None] | None = None
+    model: str = ""
+    """The requested model (the reader in the model check)."""
+    reads: Readability = documented_readability
     """Turns a stored thinking block back into the block as sent (reasoning sidecar); ``None``
     from it means the text cannot be had, and the block is treated as unstamped."""
 
@@ -95,6 +106,12 @@ class RenderState:
     change_serial: int = 0
     sequences: dict[MessageId, int] = attrs.field(factory=dict)
     """Stored sequence of every message the render has met (orders strips by age)."""
+    last_kept: str | None = None
+    """Signature digest of the newest thinking block kept so far (the order rule)."""
+    left_out: dict[tuple[MessageId, int], StripEntry] = attrs.field(factory=dict)
+    """Every rendered thinking block left out without a release, and why."""
+    kept_thinking: set[tuple[MessageId, int]] = attrs.field(factory=set)
+    """Every rendered thinking block sent."""
 
     def copy(self) -> RenderState:
         """A copy whose lists can grow without touching this one (O(window) references)."""
@@ -107,6 +124,8 @@ class RenderState:
             spans=list(self.spans),
             unreported=list(self.unreported),
             sequences=dict(self.sequences),
+            left_out=dict(self.left_out),
+            kept_thinking=set(self.kept_thinking),
         )
 
     def _check(self) -> None:
@@ -146,35 +165,42 @@ def judge_thinking(
     block: Block,
     wire: Mapping[str, Any],
     chain: bytes,
+    last_kept: str | None,
 ) -> tuple[StripReason | Literal["keep", "hidden"], tuple[str, ...]]:
-    """Whether a thinking block is sent, and if not why.
+    """Whether a thinking block is sent, and if not why (``_binding._validity.judge``).
 
     ``"hidden"``: left out and never reported (released earlier and already reported, or never
     sendable because unsigned).
     """
     release = ctx.releases.get(message.id)
-    stamp = ctx.stamps.get(message.id)
-    head = stamp.get("head") if stamp is not None else None
-    changed = changed_components(head, ctx.digests) if isinstance(head, Mapping) else ()
-    head_moved = ctx.binds and any(name in ctx.bound for name in changed)
+    stamp = readable_stamp(ctx.stamps.get(message.id))
     if release is not None and index >= release.from_block:
         if release.reported_at(index):
             return "hidden", ()
         # A released block whose head also changed reports the head: the strip's cause is read
         # at its first block, and a head change must not pass as a message change (SPEC 7).
-        return ("head", changed) if head_moved else ("released", ())
+        head = stamp.get("head") if stamp is not None else None
+        if ctx.binds and isinstance(head, Mapping):
+            readable = producer_readable(stamp or {}, ctx.model, ctx.digests["model"], ctx.reads)
+            changed = head_changes(head, ctx.digests, ctx.bound, readable=readable)
+            if changed:
+                return "head", changed
+        return "released", ()
     if not signature_of(block):
         return "hidden", ()
     if not ctx.binds:
         return "keep", ()
-    seals = stamp.get("seals") if stamp is not None else None
-    if not isinstance(head, Mapping) or not isinstance(seals, Mapping):
-        return "unstamped", ()
-    if head_moved:
-        return "head", changed
-    if seals.get(str(index)) != seal(chain, wire):
-        return ("unstamped" if str(index) not in seals else "prefix"), ()
-    return "keep", ()
+    judgement = judge(
+        stamp,
+        index,
+        seal(chain, wire),
+        reader=ctx.model,
+        digests=ctx.digests,
+        bound=ctx.bound,
+        reads=ctx.reads,
+        last_kept=last_kept,
+    )
+    return judgement.verdict, judgement.changed
 
 
 def _synthetic_results(open_ids: Mapping[str, str]) -> list[dict[str, Any]]:
@@ -202,7 +228,8 @@ def _push(
         return
     merging = bool(state.messages) and state.messages[-1]["role"] == role
     for wire in blocks:
-        state.chain = feed_block(state.chain, role, wire)
+        if not is_wire_thinking(wire):
+            state.chain = feed_block(state.chain, role, wire)
     _attach(state, ctx, role, blocks, kind, source, merging)
 
 
@@ -295,9 +322,12 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
         missing = {t: n for t, n in state.open_tool_uses.items() if t not in results}
         synthetic = _synthetic_results(missing)
 
+    last_kept = state.last_kept
+
     def keep(wire: dict[str, Any], stored_index: int | None) -> None:
         nonlocal chain
-        chain = feed_block(chain, role, wire)
+        if not is_wire_thinking(wire):
+            chain = feed_block(chain, role, wire)
         if stored_index is not None:
             mapping[offset + len(kept)] = stored_index
         kept.append(wire)
@@ -317,17 +347,25 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
             if release is not None and release.reported_at(index):
                 continue  # released and reported: never sent, never asked of the sidecar again
             resolved = ctx.resolve(block) if ctx.resolve is not None else block
-            if resolved is None:
-                state.unreported.append(StripEntry(message.id, index, "unstamped"))
+            if resolved is None:  # its text is gone for good: released at commit
+                state.unreported.append(StripEntry(message.id, index, "unstamped", kind="release"))
                 continue
             block = resolved
             wire = block_to_wire(block)
-            verdict, changed = judge_thinking(ctx, message, index, block, wire, chain)
+            verdict, changed = judge_thinking(ctx, message, index, block, wire, chain, last_kept)
             if verdict == "keep":
-                signatures[offset + len(kept)] = signature_digest(signature_of(block))
+                last_kept = signature_digest(signature_of(block))
+                signatures[offset + len(kept)] = last_kept
+                state.kept_thinking.add((message.id, index))
                 keep(wire, index)
+            elif release is not None and index >= release.from_block:
+                if verdict != "hidden":
+                    entry = StripEntry(message.id, index, verdict, changed, kind="released")
+                    state.unreported.append(entry)
             elif verdict != "hidden":
-                state.unreported.append(StripEntry(message.id, index, verdict, changed))
+                state.left_out[(message.id, index)] = StripEntry(
+                    message.id, index, verdict, changed
+                )
             continue
         if isinstance(block, ToolResultBlock):
             if role != "user" or block.tool_use_id not in state.open_tool_uses:
@@ -347,6 +385,7 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
     tokens = ctx.estimator({"role": role, "content": kept}) if kept else 0
     if kept:
         state.chain = chain
+        state.last_kept = last_kept
         kind: ProvenanceKind = "notice" if notice else "message"
         source = Source(message.id, mapping, signatures)
         _attach(state, ctx, role, kept, kind, source, merging, tokens)

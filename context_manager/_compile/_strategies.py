@@ -49,14 +49,18 @@ class Passthrough:
 class Window:
     """Render a tail of at most ``max_tokens``.
 
-    The start stays put until the tail outgrows ``max_tokens``; it then jumps forward so the tail
-    is about ``reanchor * max_tokens``, at a clean user message (never inside a tool round).
+    The start stays put until the tail outgrows ``max_tokens``. With ``shed_thinking`` (the
+    default) the oldest sent thinking is then left out first (whole replies, oldest first: every
+    later block stays valid, VENDOR_RULES 4) until the tail is about ``reanchor * max_tokens``;
+    only if that is not enough does the start jump forward, at a clean user message (never
+    inside a tool round). ``shed_thinking=False`` restores plain jumps.
     """
 
     max_tokens: int = attrs.field(validator=attrs.validators.gt(0))
     reanchor: float = attrs.field(
         default=0.5, validator=[attrs.validators.gt(0.0), attrs.validators.le(1.0)]
     )
+    shed_thinking: bool = True
 
 
 @attrs.frozen

@@ -105,6 +105,24 @@ class OverBudget(ContextManagerError, ValueError):
         )
 
 
+class InFlightThinkingInvalid(ContextManagerError, ValueError):
+    """The open tool round's assistant message carries thinking the rules say now fails.
+
+    That message may not be altered (VENDOR_RULES 6: a 400), and with
+    ``ThinkingBinding(drop_block=False)`` the provider would refuse it too.
+    """
+
+    def __init__(self, message_id: str, blocks: tuple[int, ...]) -> None:
+        self.message_id = message_id
+        self.blocks = blocks
+        super().__init__(
+            f"the open tool round's reply {message_id} carries thinking blocks {list(blocks)} "
+            "that no longer verify (a head or model change mid-round), and it may not be altered; "
+            "close the round under the head it started with, or use "
+            "ThinkingBinding(drop_block=True) so the provider drops them"
+        )
+
+
 class AgentNotFound(ContextManagerError, KeyError):
     """No registered agent of this name; ``known`` lists the registered ones."""
 

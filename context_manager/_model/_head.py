@@ -14,6 +14,7 @@ from typing import Any, Literal
 import attrs
 
 from ._canonical import digest
+from ._readability import Readability, documented_readability
 
 HEAD_COMPONENTS = ("system", "tools", "model", "settings")
 """The order ``ThinkingStrip.changed`` lists differing components in."""
@@ -111,6 +112,9 @@ class ThinkingBinding:
         binds_settings: treat request settings as bound (off: the vendor does not bind them).
         system_notices: render system notices as ``role: "system"`` messages (``"system"``)
             or as user text (``"user"``).
+        reads: the model check ``(reader_model, producer_model) -> bool``; the default is the
+            documented table (VENDOR_RULES 9): a model reads its own blocks, anything
+            undocumented is unreadable.
     """
 
     binds: bool = True
@@ -118,6 +122,9 @@ class ThinkingBinding:
     binds_settings: bool = False
     system_notices: Literal["user", "system"] = attrs.field(
         default="user", validator=attrs.validators.in_(("user", "system"))
+    )
+    reads: Readability = attrs.field(
+        default=documented_readability, validator=attrs.validators.is_callable()
     )
 
     def bound_components(self) -> tuple[str, ...]:

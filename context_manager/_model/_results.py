@@ -84,3 +84,8 @@ class CompileResult:
     end_chain: bytes = attrs.field(repr=False)
     manager_token: str = attrs.field(repr=False)
     last_sequence: int = 0
+    end_predecessor: str | None = attrs.field(default=None, repr=False)
+    """Signature digest of the newest thinking block the request sends (a reply's first
+    thinking block records it as its predecessor)."""
+    restored: tuple[MessageId, ...] = ()
+    """Stored reply ids whose thinking, left out by the last committing compile, is sent again."""

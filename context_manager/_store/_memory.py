@@ -43,6 +43,7 @@ class _Namespace:
     first_compiled: set[str] = attrs.field(factory=set)
     anchors: dict[str, int] = attrs.field(factory=dict)
     releases: dict[str, dict[MessageId, Release]] = attrs.field(factory=dict)
+    left_out: dict[str, frozenset[tuple[MessageId, int]]] = attrs.field(factory=dict)
     revisions: list[tuple[MessageId, tuple[Block, ...]]] = attrs.field(factory=list)
 
 
@@ -97,7 +98,14 @@ class MemoryStore:
             space.by_branch[record.key] = SortedDict()
             if parent is not None:
                 inherited = space.releases.get(parent, {})
-                space.releases[record.key] = dict(inherited)
+                space.releases[record.key] = {
+                    mid: release
+                    for mid, release in inherited.items()
+                    if fork_sequence is None
+                    or release.at_sequence is None
+                    or release.at_sequence <= fork_sequence
+                }
+                space.left_out[record.key] = space.left_out.get(parent, frozenset())
             return record
 
     def delete_branch(self, namespace: str, name: str) -> BranchRecord:
@@ -261,6 +269,7 @@ class MemoryStore:
                 first_compiled=branch in space.first_compiled,
                 releases=dict(space.releases.get(branch, {})),
                 anchor=space.anchors.get(branch),
+                left_out=space.left_out.get(branch, frozenset()),
             )
 
     def commit_binding(
@@ -272,9 +281,13 @@ class MemoryStore:
         releases: Sequence[tuple[MessageId, int]],
         reported: Sequence[MessageId],
         anchor: int | None = None,
+        left_out: Sequence[tuple[MessageId, int]] | None = None,
+        at_sequence: int | None = None,
     ) -> None:
         with self._lock:
             space = self._space(namespace)
+            if left_out is not None:
+                space.left_out[branch] = frozenset((mid, int(b)) for mid, b in left_out)
             if first_compiled:
                 space.first_compiled.add(branch)
             if anchor is not None:
@@ -283,13 +296,20 @@ class MemoryStore:
             for mid, from_block in releases:
                 prior = table.get(mid)
                 low = from_block if prior is None else min(prior.from_block, from_block)
-                table[mid] = Release(mid, low, True)
+                when = at_sequence if prior is None or low < prior.from_block else prior.at_sequence
+                table[mid] = Release(mid, low, True, at_sequence=when)
             for mid in reported:
                 if mid in table:
                     table[mid] = attrs.evolve(table[mid], reported=True)
 
     def add_release(
-        self, namespace: str, branch: str, message_id: MessageId, from_block: int
+        self,
+        namespace: str,
+        branch: str,
+        message_id: MessageId,
+        from_block: int,
+        *,
+        at_sequence: int | None = None,
     ) -> None:
         with self._lock:
             table = self._space(namespace).releases.setdefault(branch, {})
@@ -299,7 +319,7 @@ class MemoryStore:
             earlier = None
             if prior is not None:
                 earlier = prior.from_block if prior.reported else prior.reported_from
-            table[message_id] = Release(message_id, from_block, False, earlier)
+            table[message_id] = Release(message_id, from_block, False, earlier, at_sequence)
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:

@@ -320,6 +320,7 @@ class PostgresStore:
                 "signatures",
                 "branch_state",
                 "releases",
+                "left_out",
             ):
                 conn.execute(f"DELETE FROM {table} WHERE ns = %s".encode(), (namespace,))
 
@@ -350,9 +351,15 @@ class PostgresStore:
             if parent is not None:
                 conn.execute(
                     "INSERT INTO releases "
-                    "(ns, branch, message_id, from_block, reported, reported_from) "
-                    "SELECT ns, %s, message_id, from_block, reported, reported_from "
-                    "FROM releases WHERE ns = %s AND branch = %s",
+                    "(ns, branch, message_id, from_block, reported, reported_from, at_seq) "
+                    "SELECT ns, %s, message_id, from_block, reported, reported_from, at_seq "
+                    "FROM releases WHERE ns = %s AND branch = %s "
+                    "AND (%s::bigint IS NULL OR at_seq IS NULL OR at_seq <= %s::bigint)",
+                    (record.key, namespace, parent, fork_sequence, fork_sequence),
+                )
+                conn.execute(
+                    "INSERT INTO left_out (ns, branch, message_id, block) "
+                    "SELECT ns, %s, message_id, block FROM left_out WHERE ns = %s AND branch = %s",
                     (record.key, namespace, parent),
                 )
             return record
@@ -601,17 +608,28 @@ class PostgresStore:
                 (namespace, branch),
             ).fetchone()
             rows = conn.execute(
-                "SELECT message_id, from_block, reported, reported_from FROM releases "
+                "SELECT message_id, from_block, reported, reported_from, at_seq FROM releases "
                 "WHERE ns = %s AND branch = %s",
+                (namespace, branch),
+            ).fetchall()
+            left = conn.execute(
+                "SELECT message_id, block FROM left_out WHERE ns = %s AND branch = %s",
                 (namespace, branch),
             ).fetchall()
         return BindingRecordData(
             first_compiled=bool(state and state[0]),
             releases={
-                r[0]: Release(r[0], int(r[1]), bool(r[2]), None if r[3] is None else int(r[3]))
+                r[0]: Release(
+                    r[0],
+                    int(r[1]),
+                    bool(r[2]),
+                    None if r[3] is None else int(r[3]),
+                    None if r[4] is None else int(r[4]),
+                )
                 for r in rows
             },
             anchor=None if state is None or state[1] is None else int(state[1]),
+            left_out=frozenset((r[0], int(r[1])) for r in left),
         )
 
     def commit_binding(
@@ -623,8 +641,20 @@ class PostgresStore:
         releases: Sequence[tuple[MessageId, int]],
         reported: Sequence[MessageId],
         anchor: int | None = None,
+        left_out: Sequence[tuple[MessageId, int]] | None = None,
+        at_sequence: int | None = None,
     ) -> None:
         with self._write(namespace) as conn, conn.cursor() as cursor:
+            if left_out is not None:
+                cursor.execute(
+                    "DELETE FROM left_out WHERE ns = %s AND branch = %s", (namespace, branch)
+                )
+                if left_out:
+                    cursor.executemany(
+                        "INSERT INTO left_out (ns, branch, message_id, block) "
+                        "VALUES (%s, %s, %s, %s)",
+                        [(namespace, branch, mid, int(block)) for mid, block in left_out],
+                    )
             if first_compiled or anchor is not None:
                 cursor.execute(
                     "INSERT INTO branch_state (ns, branch, first_compiled, anchor) "
@@ -635,11 +665,13 @@ class PostgresStore:
                 )
             if releases:
                 cursor.executemany(
-                    "INSERT INTO releases (ns, branch, message_id, from_block, reported) "
-                    "VALUES (%s, %s, %s, %s, true) ON CONFLICT (ns, branch, message_id) DO "
-                    "UPDATE SET from_block = least(releases.from_block, excluded.from_block), "
+                    "INSERT INTO releases (ns, branch, message_id, from_block, reported, at_seq) "
+                    "VALUES (%s, %s, %s, %s, true, %s) ON CONFLICT (ns, branch, message_id) DO "
+                    "UPDATE SET at_seq = CASE WHEN excluded.from_block < releases.from_block "
+                    "THEN excluded.at_seq ELSE releases.at_seq END, "
+                    "from_block = least(releases.from_block, excluded.from_block), "
                     "reported = true",
-                    [(namespace, branch, mid, block) for mid, block in releases],
+                    [(namespace, branch, mid, block, at_sequence) for mid, block in releases],
                 )
             if reported:
                 cursor.execute(
@@ -649,17 +681,24 @@ class PostgresStore:
                 )
 
     def add_release(
-        self, namespace: str, branch: str, message_id: MessageId, from_block: int
+        self,
+        namespace: str,
+        branch: str,
+        message_id: MessageId,
+        from_block: int,
+        *,
+        at_sequence: int | None = None,
     ) -> None:
         with self._write(namespace) as conn:
             conn.execute(
-                "INSERT INTO releases (ns, branch, message_id, from_block, reported) "
-                "VALUES (%s, %s, %s, %s, false) ON CONFLICT (ns, branch, message_id) DO UPDATE "
-                "SET reported_from = CASE WHEN releases.reported THEN releases.from_block "
+                "INSERT INTO releases (ns, branch, message_id, from_block, reported, at_seq) "
+                "VALUES (%s, %s, %s, %s, false, %s) ON CONFLICT (ns, branch, message_id) "
+                "DO UPDATE SET at_seq = excluded.at_seq, "
+                "reported_from = CASE WHEN releases.reported THEN releases.from_block "
                 "ELSE releases.reported_from END, "
                 "from_block = excluded.from_block, reported = false "
                 "WHERE excluded.from_block < releases.from_block",
-                (namespace, branch, message_id, from_block),
+                (namespace, branch, message_id, from_block, at_sequence),
             )
 
     def close(self) -> None:

@@ -59,6 +59,13 @@ MIGRATIONS: tuple[str, ...] = (
         from_block integer NOT NULL, reported boolean NOT NULL, reported_from integer,
         PRIMARY KEY (ns, branch, message_id));
     """,
+    # 2: what the last committing compile left out without releasing, and the sequence each
+    # release was recorded at (binding v2, SPEC 7 and 5), as SQLite's version 5.
+    """
+    CREATE TABLE left_out (ns text NOT NULL, branch text NOT NULL, message_id text NOT NULL,
+        block integer NOT NULL, PRIMARY KEY (ns, branch, message_id, block));
+    ALTER TABLE releases ADD COLUMN at_seq bigint;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

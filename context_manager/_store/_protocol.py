@@ -63,6 +63,9 @@ class Release:
     from_block: int
     reported: bool
     reported_from: int | None = None
+    at_sequence: int | None = None
+    """The branch's newest sequence when the release was recorded (``None``: unknown, from an
+    older store). A branch made at an earlier point does not inherit it (SPEC 5)."""
 
     def reported_at(self, index: int) -> bool:
         """Whether block ``index`` is released and was already reported on this branch."""
@@ -79,6 +82,10 @@ class BindingRecordData:
     releases: dict[MessageId, Release]
     anchor: int | None = None
     """The sequence a windowed render starts at, kept so the prefix stays stable on reopen."""
+    left_out: frozenset[tuple[MessageId, int]] = frozenset()
+    """``(reply id, block)`` the last committing compile left out without releasing (a head
+    change, an unreadable model, a gap, a changed earlier message): a strip reports only what is
+    newly left out, and a block sent again from here is ``restored`` (SPEC 7)."""
 
 
 @runtime_checkable
@@ -161,10 +168,18 @@ class Store(Protocol):
         releases: Sequence[tuple[MessageId, int]],
         reported: Sequence[MessageId],
         anchor: int | None = None,
+        left_out: Sequence[tuple[MessageId, int]] | None = None,
+        at_sequence: int | None = None,
     ) -> None: ...
 
     def add_release(
-        self, namespace: str, branch: str, message_id: MessageId, from_block: int
+        self,
+        namespace: str,
+        branch: str,
+        message_id: MessageId,
+        from_block: int,
+        *,
+        at_sequence: int | None = None,
     ) -> None: ...
 
     def batch(self) -> contextlib.AbstractContextManager[None]: ...

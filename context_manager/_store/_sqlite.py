@@ -80,6 +80,12 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE releases ADD COLUMN reported_from INTEGER;
     """,
+    # 5: what the last committing compile left out without releasing (binding v2, SPEC 7).
+    """
+    CREATE TABLE left_out (ns TEXT NOT NULL, branch TEXT NOT NULL, message_id TEXT NOT NULL,
+        block INTEGER NOT NULL, PRIMARY KEY (ns, branch, message_id, block));
+    ALTER TABLE releases ADD COLUMN at_seq INTEGER;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -149,6 +155,7 @@ class SQLiteStore:
                 "signatures",
                 "branch_state",
                 "releases",
+                "left_out",
             ):
                 db.execute(f"DELETE FROM {table} WHERE ns = ?", (namespace,))
 
@@ -179,9 +186,15 @@ class SQLiteStore:
             if parent is not None:
                 db.execute(
                     "INSERT INTO releases "
-                    "(ns, branch, message_id, from_block, reported, reported_from) "
-                    "SELECT ns, ?, message_id, from_block, reported, reported_from FROM releases "
-                    "WHERE ns = ? AND branch = ?",
+                    "(ns, branch, message_id, from_block, reported, reported_from, at_seq) "
+                    "SELECT ns, ?, message_id, from_block, reported, reported_from, at_seq "
+                    "FROM releases WHERE ns = ? AND branch = ? "
+                    "AND (? IS NULL OR at_seq IS NULL OR at_seq <= ?)",
+                    (record.key, namespace, parent, fork_sequence, fork_sequence),
+                )
+                db.execute(
+                    "INSERT INTO left_out (ns, branch, message_id, block) "
+                    "SELECT ns, ?, message_id, block FROM left_out WHERE ns = ? AND branch = ?",
                     (record.key, namespace, parent),
                 )
             return record
@@ -407,17 +420,30 @@ class SQLiteStore:
             (namespace, branch),
         )
         rows = self._query(
-            "SELECT message_id, from_block, reported, reported_from FROM releases "
+            "SELECT message_id, from_block, reported, reported_from, at_seq FROM releases "
             "WHERE ns = ? AND branch = ?",
             (namespace, branch),
         )
         return BindingRecordData(
             first_compiled=bool(state and state[0][0]),
             releases={
-                r[0]: Release(r[0], int(r[1]), bool(r[2]), None if r[3] is None else int(r[3]))
+                r[0]: Release(
+                    r[0],
+                    int(r[1]),
+                    bool(r[2]),
+                    None if r[3] is None else int(r[3]),
+                    None if r[4] is None else int(r[4]),
+                )
                 for r in rows
             },
             anchor=None if not state or state[0][1] is None else int(state[0][1]),
+            left_out=frozenset(
+                (r[0], int(r[1]))
+                for r in self._query(
+                    "SELECT message_id, block FROM left_out WHERE ns = ? AND branch = ?",
+                    (namespace, branch),
+                )
+            ),
         )
 
     def commit_binding(
@@ -429,8 +455,16 @@ class SQLiteStore:
         releases: Sequence[tuple[MessageId, int]],
         reported: Sequence[MessageId],
         anchor: int | None = None,
+        left_out: Sequence[tuple[MessageId, int]] | None = None,
+        at_sequence: int | None = None,
     ) -> None:
         with self._transaction() as db:
+            if left_out is not None:
+                db.execute("DELETE FROM left_out WHERE ns = ? AND branch = ?", (namespace, branch))
+                db.executemany(
+                    "INSERT INTO left_out (ns, branch, message_id, block) VALUES (?, ?, ?, ?)",
+                    [(namespace, branch, mid, int(block)) for mid, block in left_out],
+                )
             if first_compiled or anchor is not None:
                 db.execute(
                     "INSERT INTO branch_state (ns, branch, first_compiled, anchor) "
@@ -440,10 +474,12 @@ class SQLiteStore:
                     (namespace, branch, int(first_compiled), anchor),
                 )
             db.executemany(
-                "INSERT INTO releases (ns, branch, message_id, from_block, reported) "
-                "VALUES (?, ?, ?, ?, 1) ON CONFLICT (ns, branch, message_id) DO UPDATE SET "
+                "INSERT INTO releases (ns, branch, message_id, from_block, reported, at_seq) "
+                "VALUES (?, ?, ?, ?, 1, ?) ON CONFLICT (ns, branch, message_id) DO UPDATE SET "
+                "at_seq = CASE WHEN excluded.from_block < from_block THEN excluded.at_seq "
+                "ELSE at_seq END, "
                 "from_block = min(from_block, excluded.from_block), reported = 1",
-                [(namespace, branch, mid, block) for mid, block in releases],
+                [(namespace, branch, mid, block, at_sequence) for mid, block in releases],
             )
             db.executemany(
                 "UPDATE releases SET reported = 1 WHERE ns = ? AND branch = ? AND message_id = ?",
@@ -451,17 +487,24 @@ class SQLiteStore:
             )
 
     def add_release(
-        self, namespace: str, branch: str, message_id: MessageId, from_block: int
+        self,
+        namespace: str,
+        branch: str,
+        message_id: MessageId,
+        from_block: int,
+        *,
+        at_sequence: int | None = None,
     ) -> None:
         with self._transaction() as db:
             db.execute(
-                "INSERT INTO releases (ns, branch, message_id, from_block, reported) "
-                "VALUES (?, ?, ?, ?, 0) ON CONFLICT (ns, branch, message_id) DO UPDATE SET "
+                "INSERT INTO releases (ns, branch, message_id, from_block, reported, at_seq) "
+                "VALUES (?, ?, ?, ?, 0, ?) ON CONFLICT (ns, branch, message_id) DO UPDATE SET "
+                "at_seq = excluded.at_seq, "
                 "reported_from = CASE WHEN releases.reported = 1 THEN releases.from_block "
                 "ELSE releases.reported_from END, "
                 "from_block = excluded.from_block, reported = 0 "
                 "WHERE excluded.from_block < releases.from_block",
-                (namespace, branch, message_id, from_block),
+                (namespace, branch, message_id, from_block, at_sequence),
             )
 
     def close(self) -> None:

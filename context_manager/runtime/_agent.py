@@ -222,6 +222,7 @@ class Agent:
         finally:
             context.switch_branch(back)
             self.teller.forget(self.name, branch_key(ref))
+            context.forget_cache(branch_key(ref))  # its render state and record go with it
 
     # turns
     async def run_turn(self, trigger: object) -> TurnResult:

@@ -1,0 +1,128 @@
+"""Whether a stamped thinking block may be sent, by the documented rules; pure functions.
+
+A block is sent only when (VENDOR_RULES 1, 4, 8, 9): the requested model reads the producing
+model's blocks (the model check, apart from the prefix); its prefix (``system`` and bound
+``tools``) and its seal (the non-thinking content before it) match; and it is in order: no
+thinking block has been kept before it in this request, or the nearest kept one is the block it
+recorded as its predecessor. So leaving out the OLDEST blocks never costs a later one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import attrs
+
+from context_manager._model._head import HEAD_COMPONENTS
+from context_manager._model._readability import Readability
+
+Verdict = Literal["keep", "head", "prefix", "gap", "unstamped"]
+"""``head``: a bound head component differs or the model cannot read it; ``prefix``: the content
+before it changed; ``gap``: out of order; ``unstamped``: no readable stamp."""
+
+PREFIX_COMPONENTS = ("system", "tools", "settings")
+"""Head components that can belong to a block's prefix (``settings`` only when bound)."""
+
+
+@attrs.frozen
+class Judgement:
+    """A verdict and, for ``head``, the differing components (system, tools, model, settings)."""
+
+    verdict: Verdict
+    changed: tuple[str, ...] = ()
+
+
+KEEP = Judgement("keep")
+
+
+def in_order(last_kept: str | None, predecessor: str | None) -> bool:
+    """The order rule (VENDOR_RULES 4) on signature digests.
+
+    >>> in_order(None, "a"), in_order("a", "a"), in_order("b", "a"), in_order("b", None)
+    (True, True, False, False)
+    """
+    return last_kept is None or last_kept == predecessor
+
+
+def head_changes(
+    stamped: Mapping[str, Any],
+    digests: Mapping[str, str],
+    bound: tuple[str, ...],
+    *,
+    readable: bool,
+) -> tuple[str, ...]:
+    """What of the head stops a block, or ``()`` when nothing does.
+
+    A block is stopped when a bound prefix component (``system``, ``tools``, ``settings`` when
+    bound) differs or the requested model cannot read it; it then reports every differing
+    component, in the order system, tools, model, settings (``model`` always when unreadable).
+    """
+    differing = [name for name in HEAD_COMPONENTS if stamped.get(name) != digests.get(name)]
+    stopped = not readable or any(name in bound for name in differing if name in PREFIX_COMPONENTS)
+    if not stopped:
+        return ()
+    if not readable and "model" not in differing:
+        differing.append("model")
+    return tuple(name for name in HEAD_COMPONENTS if name in differing)
+
+
+def producer_readable(
+    stamp: Mapping[str, Any], reader: str, reader_digest: str, reads: Readability
+) -> bool:
+    """The model check: a stamp naming its model asks ``reads``; an older stamp (model digest
+    only) is readable only by the same model."""
+    producer = stamp.get("model")
+    if isinstance(producer, str):
+        return reads(reader, producer)
+    head = stamp.get("head")
+    return isinstance(head, Mapping) and head.get("model") == reader_digest
+
+
+def judge(
+    stamp: Mapping[str, Any] | None,
+    index: int,
+    seal_now: str,
+    *,
+    reader: str,
+    digests: Mapping[str, str],
+    bound: tuple[str, ...],
+    reads: Readability,
+    last_kept: str | None,
+) -> Judgement:
+    """Judge thinking block ``index`` of a reply stamped ``stamp``.
+
+    Args:
+        stamp: the reply's stamp (version 2), or ``None``.
+        index: the block's index in the stored reply.
+        seal_now: ``seal(chain, block)`` over what is rendered before it, thinking left out.
+        reader: the requested model; ``digests``: the current head's component digests.
+        bound: the head components blocks are bound to (``ThinkingBinding.bound_components``).
+        reads: the model check ``(reader, producer) -> bool``.
+        last_kept: the signature digest of the nearest thinking block kept before it, if any.
+    """
+    if stamp is None:
+        return Judgement("unstamped")
+    head, seals, preds = stamp.get("head"), stamp.get("seals"), stamp.get("pred")
+    if (
+        not isinstance(head, Mapping)
+        or not isinstance(seals, Mapping)
+        or not isinstance(preds, Mapping)
+    ):
+        return Judgement("unstamped")
+    key = str(index)
+    if seals.get(key) != seal_now:
+        # an edit that removed an earlier thinking block of the reply shifts the indexes; the
+        # seal binds the block itself, so the block is found by its seal
+        key = next((k for k, v in seals.items() if v == seal_now), key)
+    if key not in seals:
+        return Judgement("unstamped")
+    readable = producer_readable(stamp, reader, digests.get("model", ""), reads)
+    changed = head_changes(head, digests, bound, readable=readable)
+    if changed:
+        return Judgement("head", changed)
+    if seals[key] != seal_now:
+        return Judgement("prefix")
+    if not in_order(last_kept, preds.get(key)):
+        return Judgement("gap")
+    return KEEP

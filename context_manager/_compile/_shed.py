@@ -1,0 +1,55 @@
+"""Shedding: under a budget, leave out the oldest sendable thinking first (SPEC 7).
+
+Pure. Removing a leading run of thinking blocks keeps every later block valid (VENDOR_RULES 4):
+the first block still sent has no kept thinking before it. Whole replies are shed, oldest
+first, and never one of the newest turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from context_manager._model._messages import MessageId
+
+from ._render import RenderState, Span
+
+
+def newest_turn_start(spans: Sequence[Span]) -> int | None:
+    """The sequence the newest turn starts at (the last clean start), or ``None``."""
+    for span in reversed(spans):
+        if span.clean:
+            return span.sequence
+    return None
+
+
+def plan_shed(
+    state: RenderState, estimator: Callable[[Any], int], excess: int
+) -> dict[MessageId, int]:
+    """Which replies to shed, as ``{reply id: first thinking block index}``, oldest first.
+
+    Sheds whole replies until their thinking's estimated tokens reach ``excess``, or no sent
+    thinking is left before the newest turn. O(rendered messages).
+    """
+    if excess <= 0:
+        return {}
+    boundary = newest_turn_start(state.spans)
+    empty = estimator({"role": "assistant", "content": []})
+    shed: dict[MessageId, int] = {}
+    saved = 0
+    for i, entry in enumerate(state.provenance):
+        for source in entry.sources:
+            if not source.signatures:
+                continue
+            sequence = state.sequences.get(source.message_id)
+            if boundary is None or sequence is None or sequence >= boundary:
+                return shed
+            if saved >= excess and source.message_id not in shed:
+                return shed
+            content = state.messages[i]["content"]
+            for j in sorted(source.signatures):
+                block = source.blocks[j]
+                prior = shed.get(source.message_id)
+                shed[source.message_id] = block if prior is None else min(prior, block)
+                saved += estimator({"role": "assistant", "content": [content[j]]}) - empty
+    return shed

@@ -1,0 +1,92 @@
+"""Who reads whose thinking: the documented readability table (VENDOR_RULES 9), pure.
+
+A model id is parsed as ``claude-<line>-<major>[-<minor>][-<date>]``; an id that does not parse is
+only ever equal to itself. Anything the sources do not state is unreadable (the conservative
+reading: never send what may be dropped or refused).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import TypeAlias
+
+import attrs
+
+Readability: TypeAlias = Callable[[str, str], bool]
+"""``reads(reader_model, producer_model) -> bool``: may ``reader`` read ``producer``'s blocks?"""
+
+_MODEL_ID = re.compile(r"claude-([a-z]+)-(\d+)(?:-(\d{1,2}))?(?:-\d{8})?")
+
+OLD_LINES = frozenset({"opus", "sonnet", "haiku"})
+"""The lines Opus 5.5 reads earlier blocks of."""
+
+NEW_LINES = frozenset({"fable", "mythos"})
+"""The lines whose 5.1 models read each other's blocks."""
+
+_FABLE_5_1 = (5, 1)
+_OPUS_5_5 = (5, 5)
+
+
+@attrs.frozen(order=True)
+class ModelName:
+    """A parsed model id: its line (``opus``, ``fable``, ...) and version ``(major, minor)``."""
+
+    line: str
+    version: tuple[int, int]
+
+
+def parse_model(model: str) -> ModelName | None:
+    """The line and version of a model id (a date suffix is ignored), or ``None``.
+
+    >>> parse_model("claude-opus-5-5-20260901")
+    ModelName(line='opus', version=(5, 5))
+    >>> parse_model("gpt") is None
+    True
+    """
+    match = _MODEL_ID.fullmatch(model)
+    if match is None:
+        return None
+    return ModelName(match[1], (int(match[2]), int(match[3] or 0)))
+
+
+def same_model(a: str, b: str) -> bool:
+    """True when two ids name the same model (a dated id equals its alias).
+
+    >>> same_model("claude-opus-5-5-20260901", "claude-opus-5-5")
+    True
+    """
+    return a == b or (parse_model(a) is not None and parse_model(a) == parse_model(b))
+
+
+def documented_readability(reader: str, producer: str) -> bool:
+    """The documented table (VENDOR_RULES 9), on the Claude API.
+
+    A model always reads its own blocks; Haiku 5.5's blocks replay on every model while Haiku
+    5.5 reads only its own; Fable 5.1 and Mythos 5.1 read each other's, earlier models' (before
+    5.1) and Opus 5.5's; Opus 5.5 reads earlier Opus, Sonnet and Haiku blocks, not Fable or
+    Mythos. Anything else is unreadable (UNCONFIRMED, the conservative reading).
+
+    >>> documented_readability("claude-opus-5-5", "claude-opus-5")
+    True
+    >>> documented_readability("claude-opus-5", "claude-opus-5-5")
+    False
+    >>> documented_readability("claude-opus-5-5", "claude-fable-5-1")
+    False
+    """
+    if same_model(reader, producer):
+        return True
+    read, made = parse_model(reader), parse_model(producer)
+    if read is None or made is None:
+        return False
+    if made == ModelName("haiku", _OPUS_5_5):
+        return True
+    if read.line in NEW_LINES and read.version == _FABLE_5_1:
+        if made.line in NEW_LINES and made.version == _FABLE_5_1:
+            return True
+        if made == ModelName("opus", _OPUS_5_5):
+            return True
+        return made.line in OLD_LINES | NEW_LINES and made.version < _FABLE_5_1
+    if read == ModelName("opus", _OPUS_5_5):
+        return made.line in OLD_LINES and made.version < _OPUS_5_5
+    return False

@@ -1,0 +1,373 @@
+"""The documented binding rules in the compiler (VENDOR_RULES 4, 8, 9; SPEC 7).
+
+Each test states what a host can rely on: removing the oldest thinking never costs a later
+block, a gap costs the blocks that recorded the removed one, and a model switch follows the
+documented readability table.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from context_manager import (
+    CompileResult,
+    ContextManager,
+    Head,
+    SQLiteStore,
+    Store,
+    ThinkingBinding,
+    ThinkingStrip,
+    Window,
+    documented_readability,
+)
+from context_manager._binding import in_order, judge
+from notices import ReasoningLossTeller
+from notices._turn import TurnState
+
+IDLE = TurnState(live=False, branch_key=None, head_sequence=0)
+
+HEAD = Head(
+    model="claude-opus-5",
+    system="You are Ada.",
+    settings={"max_tokens": 2048, "thinking": {"type": "adaptive"}},
+)
+
+_signatures = itertools.count()
+
+
+def reply(text: str) -> list[dict[str, Any]]:
+    """A reply with one signed thinking block, then text."""
+    return [
+        {"type": "thinking", "thinking": "", "signature": f"sig-{next(_signatures)}"},
+        {"type": "text", "text": text},
+    ]
+
+
+def sent_replies(cm: ContextManager, result: CompileResult) -> list[str]:
+    """Stored ids of the replies whose thinking ``result`` sends, oldest first."""
+    out: list[str] = []
+    for entry in result.provenance:
+        for source in entry.sources:
+            if source.signatures:
+                out.append(source.message_id)
+    return out
+
+
+def history(cm: ContextManager, head: Head, turns: int) -> list[str]:
+    ids = []
+    for n in range(turns):
+        cm.add_message("user", f"question {n}")
+        ids.append(cm.record_reply(reply(f"answer {n}"), cm.compile(head)))
+    cm.add_message("user", "next")
+    return ids
+
+
+def test_releasing_the_oldest_replys_thinking_keeps_every_later_block(store: Store) -> None:
+    """VENDOR_RULES 4: removing thinking from the start of the history is valid."""
+    cm = ContextManager.open(store, namespace="ada")
+    ids = history(cm, HEAD, 4)
+    cm.release_thinking(ids[0])
+    result = cm.compile(HEAD)
+    assert sent_replies(cm, result) == ids[1:]
+    assert result.thinking_strip is not None
+    assert result.thinking_strip.replies == (ids[0],)
+
+
+def test_releasing_the_two_oldest_keeps_the_rest(store: Store) -> None:
+    """VENDOR_RULES 4: a leading run of removed blocks leaves no gap."""
+    cm = ContextManager.open(store, namespace="ada")
+    ids = history(cm, HEAD, 4)
+    cm.release_thinking(ids[0])
+    cm.release_thinking(ids[1])
+    assert sent_replies(cm, cm.compile(HEAD)) == ids[2:]
+
+
+def test_a_release_in_the_middle_costs_only_the_blocks_after_it(store: Store) -> None:
+    """VENDOR_RULES 4: a gap fails the block that recorded the removed one, and so on in turn."""
+    cm = ContextManager.open(store, namespace="ada")
+    ids = history(cm, HEAD, 4)
+    cm.release_thinking(ids[2])
+    result = cm.compile(HEAD)
+    assert sent_replies(cm, result) == ids[:2]
+    assert result.thinking_strip is not None
+    assert result.thinking_strip.replies == (ids[2], ids[3])
+
+
+def test_a_switch_to_a_model_that_reads_the_blocks_keeps_them(store: Store) -> None:
+    """VENDOR_RULES 8, 9: Opus 5.5 reads Opus 5 blocks; the model is not part of the prefix."""
+    cm = ContextManager.open(store, namespace="ada")
+    ids = history(cm, HEAD, 3)
+    newer = Head(model="claude-opus-5-5", system=HEAD.system, settings=HEAD.settings)
+    result = cm.compile(newer)
+    assert sent_replies(cm, result) == ids
+    assert result.thinking_strip is None
+
+
+def test_a_switch_to_a_model_that_cannot_read_them_leaves_them_out_as_a_model_change(
+    store: Store,
+) -> None:
+    """VENDOR_RULES 9: Opus 5 does not read Opus 5.5 blocks."""
+    cm = ContextManager.open(store, namespace="ada")
+    newer = Head(model="claude-opus-5-5", system=HEAD.system, settings=HEAD.settings)
+    ids = history(cm, newer, 2)
+    result = cm.compile(HEAD)
+    assert sent_replies(cm, result) == []
+    assert result.thinking_strip is not None
+    assert (result.thinking_strip.cause, result.thinking_strip.changed) == ("head", ("model",))
+    assert result.thinking_strip.replies == tuple(ids)
+
+
+def test_a_custom_readability_table_decides_the_model_check(store: Store) -> None:
+    """``ThinkingBinding(reads=...)`` replaces the documented table."""
+    cm = ContextManager.open(
+        store, namespace="ada", binding=ThinkingBinding(reads=lambda reader, producer: True)
+    )
+    ids = history(cm, HEAD, 2)
+    other = Head(model="claude-fable-5-1", system=HEAD.system, settings=HEAD.settings)
+    assert sent_replies(cm, cm.compile(other)) == ids
+
+
+def test_the_default_binding_uses_the_documented_table() -> None:
+    assert ThinkingBinding().reads is documented_readability
+
+
+@pytest.mark.parametrize(
+    ("reader", "producer", "readable"),
+    [
+        ("claude-opus-5-5", "claude-opus-5", True),
+        ("claude-opus-5-5", "claude-sonnet-5", True),
+        ("claude-opus-5-5", "claude-fable-5-1", False),
+        ("claude-opus-5", "claude-opus-5-5", False),
+        ("claude-fable-5-1", "claude-mythos-5-1", True),
+        ("claude-mythos-5-1", "claude-opus-5-5", True),
+        ("claude-sonnet-5-5", "claude-haiku-5-5", True),
+        ("claude-haiku-5-5", "claude-opus-5", False),
+        ("claude-haiku-5-5", "claude-haiku-5-5-20260101", True),
+        ("claude-sonnet-5-5", "claude-sonnet-5", False),
+    ],
+)
+def test_the_documented_table_reads_as_vendor_rules_9(
+    reader: str, producer: str, readable: bool
+) -> None:
+    assert documented_readability(reader, producer) is readable
+
+
+def test_a_block_is_in_order_with_nothing_kept_before_it_or_its_own_predecessor() -> None:
+    """VENDOR_RULES 4, the order rule on signature digests."""
+    assert in_order(None, "x")
+    assert in_order("x", "x")
+    assert not in_order("y", "x")
+    assert not in_order("y", None)
+
+
+def test_a_stamp_without_the_block_reads_as_unstamped() -> None:
+    stamp = {"v": 2, "model": "m", "head": {}, "seals": {}, "pred": {}}
+    verdict = judge(
+        stamp,
+        0,
+        "s",
+        reader="m",
+        digests={},
+        bound=("system",),
+        reads=documented_readability,
+        last_kept=None,
+    )
+    assert verdict.verdict == "unstamped"
+
+
+# left out versus released (SPEC 7)
+
+SYSTEM_B = Head(model=HEAD.model, system="You are Bea.", settings=HEAD.settings)
+
+
+def test_a_head_changed_back_sends_the_withheld_thinking_again_and_names_it_restored(
+    store: Store,
+) -> None:
+    """VENDOR_RULES 5, 8: a head change only withholds; the blocks verify again under A."""
+    cm = ContextManager.open(store, namespace="ada")
+    ids = history(cm, HEAD, 3)
+    under_b = cm.compile(SYSTEM_B)
+    assert sent_replies(cm, under_b) == []
+    assert under_b.thinking_strip is not None
+    assert under_b.thinking_strip.replies == tuple(ids)
+    back = cm.compile(HEAD)
+    assert sent_replies(cm, back) == ids
+    assert back.thinking_strip is None
+    assert back.restored == tuple(ids)
+
+
+def test_a_strip_reports_only_what_is_newly_left_out(store: Store) -> None:
+    cm = ContextManager.open(store, namespace="ada")
+    history(cm, HEAD, 2)
+    assert cm.compile(SYSTEM_B).thinking_strip is not None
+    cm.add_message("user", "more")
+    again = cm.compile(SYSTEM_B)
+    assert again.thinking_strip is None
+    assert again.restored == ()
+
+
+def test_a_reopened_store_remembers_what_was_left_out(sqlite_path: Path) -> None:
+    store = SQLiteStore(sqlite_path)
+    cm = ContextManager.open(store, namespace="ada")
+    ids = history(cm, HEAD, 2)
+    assert cm.compile(SYSTEM_B).thinking_strip is not None
+    store.close()
+    reopened_store = SQLiteStore(sqlite_path)
+    reopened = ContextManager.open(reopened_store, namespace="ada")
+    assert reopened.compile(SYSTEM_B).thinking_strip is None
+    assert reopened.compile(HEAD).restored == tuple(ids)
+    reopened_store.close()
+
+
+def test_a_switch_back_to_a_reading_model_restores_the_blocks(store: Store) -> None:
+    """VENDOR_RULES 8: switching back to a model that reads them makes them usable again."""
+    cm = ContextManager.open(store, namespace="ada")
+    newer = Head(model="claude-opus-5-5", system=HEAD.system, settings=HEAD.settings)
+    ids = history(cm, newer, 2)
+    assert sent_replies(cm, cm.compile(HEAD)) == []
+    back = cm.compile(newer)
+    assert sent_replies(cm, back) == ids
+    assert back.restored == tuple(ids)
+
+
+def test_a_dry_compile_under_a_changed_head_changes_nothing(store: Store) -> None:
+    cm = ContextManager.open(store, namespace="ada")
+    history(cm, HEAD, 2)
+    assert cm.compile(SYSTEM_B, dry_run=True).thinking_strip is not None
+    assert cm.compile(HEAD).restored == ()
+
+
+def test_observers_hear_the_restored_replies_once(store: Store) -> None:
+    cm = ContextManager.open(store, namespace="ada")
+    ids = history(cm, HEAD, 2)
+    heard: list[tuple[tuple[str, ...], str]] = []
+    cm.on_thinking_restored(lambda replies, key: heard.append((replies, key)))
+    cm.compile(SYSTEM_B)
+    cm.compile(HEAD)
+    cm.compile(HEAD)
+    assert heard == [(tuple(ids), cm.current_branch_key())]
+
+
+def test_the_teller_forgets_restored_replies_so_a_later_loss_is_told_again(
+    store: Store,
+) -> None:
+    """SPEC 9: a reply whose withheld thinking is sent again leaves the told set."""
+    cm = ContextManager.open(store, namespace="ada")
+    ids = history(cm, HEAD, 1)
+    teller = ReasoningLossTeller(lambda agent, mid: store.get("ada", mid))
+    key = cm.current_branch_key()
+    lines: list[str | None] = []
+    cm.on_thinking_strip(lambda strip, k: lines.append(teller.for_strip("ada", k, strip, IDLE)))
+    cm.on_thinking_restored(lambda replies, k: teller.restored("ada", k, replies))
+    cm.compile(SYSTEM_B)
+    cm.compile(HEAD)
+    cm.compile(SYSTEM_B)
+    assert len([line for line in lines if line]) == 2
+    assert ids
+    assert teller.told_count("ada", key) == 0
+
+
+# shedding (SPEC 7)
+
+
+def heavy_history(cm: ContextManager, turns: int) -> list[str]:
+    """Replies whose thinking dominates the tokens."""
+    ids = []
+    for n in range(turns):
+        cm.add_message("user", f"question {n}")
+        result = cm.compile(HEAD)
+        thought = {"type": "thinking", "thinking": "x" * 400, "signature": f"s{next(_signatures)}"}
+        ids.append(cm.record_reply([thought, {"type": "text", "text": f"a{n}"}], result))
+    cm.add_message("user", "next")
+    return ids
+
+
+def test_a_window_sheds_the_oldest_thinking_before_it_jumps(store: Store) -> None:
+    cm = ContextManager.open(store, namespace="ada", strategy=Window(1_000))
+    ids = heavy_history(cm, 12)
+    result = cm.compile(HEAD)
+    sent = sent_replies(cm, result)
+    assert sent == ids[len(ids) - len(sent) :]
+    assert 0 < len(sent) < len(ids)
+    assert result.request["messages"][0]["content"][0]["text"] == "question 0"
+    assert result.tokens <= 1_000 + 100
+    later = cm.compile(HEAD)
+    assert later.thinking_strip is None
+    assert sent_replies(cm, later) == sent
+
+
+def test_shed_replies_are_released_and_reported_as_messages(store: Store) -> None:
+    cm = ContextManager.open(store, namespace="ada", strategy=Window(1_000))
+    strips: list[ThinkingStrip] = []
+    cm.on_thinking_strip(lambda strip, key: strips.append(strip))
+    ids = heavy_history(cm, 12)
+    cm.compile(HEAD)
+    assert strips
+    shed = [reply for strip in strips for reply in strip.replies]
+    assert shed == ids[: len(shed)]
+    assert {strip.cause for strip in strips} <= {"first", "messages"}
+    record = store.binding_record("ada", cm.current_branch_key())
+    assert set(shed) <= set(record.releases)
+
+
+def test_a_window_without_shedding_jumps_as_before(store: Store) -> None:
+    cm = ContextManager.open(store, namespace="ada", strategy=Window(1_000, shed_thinking=False))
+    heavy_history(cm, 12)
+    result = cm.compile(HEAD)
+    assert result.request["messages"][0]["content"][0]["text"] != "question 0"
+
+
+def test_a_compile_budget_sheds_too(store: Store) -> None:
+    cm = ContextManager.open(store, namespace="ada", strategy=Window(5_000))
+    ids = heavy_history(cm, 12)
+    result = cm.compile(HEAD, budget=1_200)
+    sent = sent_replies(cm, result)
+    assert sent == ids[len(ids) - len(sent) :]
+    assert sent
+    assert result.request["messages"][0]["content"][0]["text"] == "question 0"
+
+
+# forks and caches (SPEC 5, 7)
+
+
+def test_a_branch_made_earlier_does_not_inherit_a_release_the_parent_made_later(
+    store: Store,
+) -> None:
+    """SPEC 5: a branch inherits the binding state as of its fork point only."""
+    cm = ContextManager.open(store, namespace="ada")
+    ids = history(cm, HEAD, 3)
+    cm.compile(HEAD)
+    cm.release_thinking(ids[0])
+    cm.compile(HEAD)
+    cm.branch_at(ids[2], "earlier")
+    cm.fork("now")
+    assert sent_replies(cm, cm.compile(HEAD)) == ids[1:]
+    cm.switch_branch("earlier")
+    cm.add_message("user", "on the earlier branch")
+    result = cm.compile(HEAD)
+    assert sent_replies(cm, result) == ids
+    assert result.thinking_strip is None
+
+
+def test_a_fork_at_the_head_does_not_retell_what_the_parent_left_out(store: Store) -> None:
+    """SPEC 5: the left-out set (what was told) is inherited with the fork."""
+    cm = ContextManager.open(store, namespace="ada")
+    history(cm, HEAD, 2)
+    assert cm.compile(SYSTEM_B).thinking_strip is not None
+    cm.fork("side")
+    assert cm.compile(SYSTEM_B).thinking_strip is None
+
+
+def test_a_full_stamp_cache_keeps_the_stamps_the_current_render_needs(store: Store) -> None:
+    """Eviction never drops a stamp the render it serves is about to read."""
+    cm = ContextManager.open(store, namespace="ada")
+    ids = history(cm, HEAD, 4)
+    fresh = ContextManager.open(store, namespace="ada")
+    fresh._compiler.stamp_cache_limit = 1  # a tiny cache, to force eviction
+    result = fresh.compile(HEAD)
+    assert sent_replies(fresh, result) == ids
+    assert result.thinking_strip is None
