@@ -7,6 +7,7 @@ concurrent use from several threads at once on the same namespace: one writer pe
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias
@@ -68,6 +69,7 @@ class ContextManager:
         self._deletion_observers: list[Callable[[str], None]] = []
         self._reply_observers: list[ReplyObserver] = []
         self._restore_observers: list[Callable[[tuple[MessageId, ...], str], None]] = []
+        self._async_locks: dict[str, tuple[asyncio.Lock, asyncio.AbstractEventLoop]] = {}
         self._branch = self._ensure_branch()
         self._compiler = Compiler(self)
 
@@ -185,6 +187,7 @@ class ContextManager:
             raise BranchInUse(name)
         record = self.store.delete_branch(self.namespace, name)
         self._compiler.forget(record.key)
+        self._async_locks.pop(record.key, None)
         for observer in list(self._deletion_observers):
             try:
                 observer(record.key)
@@ -321,9 +324,16 @@ class ContextManager:
         self, head: Head, *, budget: int | None = None, dry_run: bool = False
     ) -> CompileResult:
         """``compile`` for hosts whose summarizer is async."""
-        return self._notify(
-            await self._compiler.compile_async(head, budget=budget, dry_run=dry_run)
-        )
+        key = self._branch.key
+        lock, loop = self._async_locks.get(key, (None, None))
+        running = asyncio.get_running_loop()
+        if lock is None or loop is not running:  # a lock serves the loop it was made on
+            lock = asyncio.Lock()
+            self._async_locks[key] = (lock, running)
+        async with lock:  # one compile at a time per branch: one fold, one strip
+            return self._notify(
+                await self._compiler.compile_async(head, budget=budget, dry_run=dry_run)
+            )
 
     def record_reply(
         self, message: object, result: CompileResult, *, appended: Sequence[object] = ()

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
+import pytest
 from helpers import THINKING_HEAD, calling_script
 
-from context_manager import ContextManager, Fold, MemoryStore
+from context_manager import ContextManager, Fold, MemoryStore, OverBudget
 from context_manager.simulator import Simulator
 
 
@@ -74,3 +76,69 @@ async def test_a_budget_on_fold_sends_the_summary_and_every_message_after_what_i
     assert budgeted.request["messages"] == unbudgeted.request["messages"]
     assert "Earlier questions were answered." in json.dumps(budgeted.request["messages"][0])
     assert len(budgeted.request["messages"]) > 1
+
+
+async def test_a_budget_too_small_for_the_newest_message_refuses_before_folding() -> None:
+    """Issue 17 item 2: ``OverBudget`` is raised before the fold's summary is stored, so no
+    fold's strip goes unheard, and the next compile with a budget that fits sends the newest
+    user message."""
+    sim = Simulator(script=calling_script())
+    summaries: list[int] = []
+
+    def summarize(covered: object) -> str:
+        summaries.append(1)
+        return "Earlier: questions about parts."
+
+    cm = ContextManager.open(
+        MemoryStore(), namespace="ada", strategy=Fold(summarize, trigger_tokens=200)
+    )
+    heard: list[object] = []
+    cm.on_thinking_strip(lambda strip, key: heard.append(strip))
+    await exchanges(cm, sim, 4, None)
+    summaries.clear()
+    heard.clear()
+    stored = cm.messages(kind="summary")
+    cm.add_message("user", "A long last question: " + "why " * 400)
+
+    with pytest.raises(OverBudget):
+        cm.compile(THINKING_HEAD, budget=150)
+
+    assert cm.messages(kind="summary") == stored
+    assert summaries == []
+    assert heard == []
+    result = cm.compile(THINKING_HEAD, budget=100_000)
+    last = result.request["messages"][-1]["content"]
+    assert "A long last question" in json.dumps(last)
+
+
+async def test_two_concurrent_async_compiles_on_one_branch_fold_once_and_strip_once() -> None:
+    """Issue 17 item 3: compiles on one branch are serialized, so an async summarizer that
+    yields does not let a second compile store a second summary of the same range."""
+    sim = Simulator(script=calling_script())
+    calls: list[int] = []
+
+    async def summarize(covered: object) -> str:
+        calls.append(1)
+        await asyncio.sleep(0.01)
+        return "Earlier: questions about parts."
+
+    cm = ContextManager.open(
+        MemoryStore(), namespace="ada", strategy=Fold(summarize, trigger_tokens=200)
+    )
+    client = sim.client()
+    for n in range(4):
+        cm.add_message("user", f"Question number {n}: what about part {n}? " + "and " * 30)
+        result = await cm.compile_async(THINKING_HEAD)
+        cm.record_reply(await client.beta.messages.create(**result.request), result)
+    folds_before = len(cm.messages(kind="summary"))
+    cm.add_message("user", "One more: " + "more " * 100)
+    heard: list[object] = []
+    cm.on_thinking_strip(lambda strip, key: heard.append(strip))
+
+    first, second = await asyncio.gather(
+        cm.compile_async(THINKING_HEAD), cm.compile_async(THINKING_HEAD)
+    )
+
+    assert len(cm.messages(kind="summary")) - folds_before <= 1
+    assert len(heard) <= 1
+    assert first.request["messages"] == second.request["messages"]

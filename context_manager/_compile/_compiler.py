@@ -242,6 +242,10 @@ class Compiler:
         if state is None:
             state = self._full_render(ctx, lineage, record, serial, windowed=limit)
 
+        if budget is not None:  # before a fold stores anything (issue 17 item 2)
+            needed = required_tokens(state.spans)
+            if needed > budget:
+                raise OverBudget(budget, needed)
         strategy = m.strategy
         fold = (
             self._plan_fold(state, strategy, lineage)
