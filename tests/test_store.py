@@ -6,6 +6,7 @@ import datetime as dt
 from typing import Any
 
 import pytest
+from helpers import message_texts as texts
 
 from context_manager import (
     REASONING_LOSS_KIND,
@@ -18,16 +19,6 @@ from context_manager import (
     ToolResultBlock,
     ToolUseBlock,
 )
-
-
-def texts(cm: ContextManager, **kwargs: Any) -> list[str]:
-    """The first text of each message ``cm.messages(**kwargs)`` returns."""
-    out = []
-    for message in cm.messages(**kwargs):
-        block = message.content[0]
-        assert isinstance(block, TextBlock)
-        out.append(block.text)
-    return out
 
 
 def test_messages_read_back_oldest_first_with_role_and_content(store: Store) -> None:
