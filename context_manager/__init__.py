@@ -14,6 +14,7 @@ from ._binding._drops import (
     parse_input_transformations,
     place_thinking_drops,
 )
+from ._compile._caching import Caching
 from ._compile._strategies import Fold, Passthrough, Window, estimate_tokens
 from ._manager import ContextManager
 from ._model._content import (
@@ -66,6 +67,7 @@ __all__ = [
     "BranchNotFound",
     "BranchRecord",
     "BranchRef",
+    "Caching",
     "CommandLineError",
     "CompileResult",
     "ContextManager",

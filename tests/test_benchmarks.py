@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from helpers import unmarked
+
 from benchmarks import (
     REQUIRED_KEYS,
     History,
@@ -46,11 +48,11 @@ def test_a_smoke_run_writes_every_figure_the_issue_names(tmp_path: Path) -> None
     assert report["told_state_entries"] <= report["told_state_cap"]
 
 
-def test_the_baseline_sends_what_the_compiler_sends(tmp_path: Path) -> None:
+def test_the_baseline_sends_what_the_compiler_sends_breakpoints_aside(tmp_path: Path) -> None:
     history = _history(tmp_path / "h.db", 150)
     window = history.strategy.max_tokens
 
-    compiled = history.cm.compile(history.head).request["messages"]
+    compiled = unmarked(history.cm.compile(history.head).request["messages"])
     rebuilt = full_recompile(history.cm, history.head, window_tokens=window)
 
     assert rebuilt == compiled

@@ -6,6 +6,18 @@ never calls upward.
 
 from __future__ import annotations
 
+from ._caching import (
+    CACHE_TTLS,
+    MARKABLE_ROLES,
+    MAX_BREAKPOINTS,
+    UNMARKABLE_TYPES,
+    CacheTtl,
+    Caching,
+    host_markers,
+    marker,
+    place_breakpoints,
+    previous_request_end,
+)
 from ._compiler import (
     BINDING_BETA,
     BUDGET_REANCHOR,
@@ -62,8 +74,11 @@ from ._strategies import (
 __all__ = [
     "BINDING_BETA",
     "BUDGET_REANCHOR",
+    "CACHE_TTLS",
     "CHARS_PER_TOKEN",
     "DEFAULT_MAX_TOKENS",
+    "MARKABLE_ROLES",
+    "MAX_BREAKPOINTS",
     "MESSAGE_OVERHEAD_TOKENS",
     "MISSING_RESULT_TEXT",
     "OMITTED_HISTORY_TEXT",
@@ -71,7 +86,10 @@ __all__ = [
     "STAMP_CACHE_LIMIT",
     "SUMMARY_HEADING",
     "SUMMARY_KIND",
+    "UNMARKABLE_TYPES",
     "BindingRecord",
+    "CacheTtl",
+    "Caching",
     "CompileHost",
     "Compiler",
     "Fold",
@@ -91,12 +109,16 @@ __all__ = [
     "estimate_tokens",
     "fold_cut",
     "fold_entries",
+    "host_markers",
     "inflight_text",
     "is_clean_start",
     "judge_thinking",
     "jump_anchor",
     "kept_thinking",
+    "marker",
+    "place_breakpoints",
     "plan_fold",
+    "previous_request_end",
     "render_message",
     "render_text_prefix",
     "rendered_role",

@@ -29,6 +29,7 @@ from context_manager._model._results import CompileResult, ProvenanceEntry, Thin
 from context_manager._reasoning._capture import ReasoningCapture
 from context_manager._store._protocol import Lineage, Release, Store
 
+from ._caching import Caching, place_breakpoints
 from ._fold import (
     SUMMARY_KIND,
     FoldRequest,
@@ -106,6 +107,7 @@ class CompileHost(Protocol):
     binding: ThinkingBinding
     strategy: Strategy
     estimator: Callable[[Any], int]
+    caching: Caching
     reasoning: ReasoningCapture | None
     token: str
 
@@ -248,6 +250,7 @@ class Compiler:
 
         compile_id = f"cmp_{uuid.uuid4().hex[:16]}"
         body, end_chain = self._request(head, state)
+        body = place_breakpoints(body, m.caching)
         strip = _strip(state.unreported, record.first_compiled, key, compile_id)
         if not dry_run:
             self._commit(key, record, state, limit is not None)
