@@ -16,6 +16,7 @@ from ._binding._drops import (
 )
 from ._compile._caching import Caching
 from ._compile._strategies import Fold, Passthrough, Window, estimate_tokens
+from ._compile._tokens import ApiTokenCounter
 from ._manager import ContextManager
 from ._model._content import (
     Block,
@@ -60,6 +61,7 @@ __all__ = [
     "REASONING_LOSS_KIND",
     "AgentNotFound",
     "AgentNotRegistered",
+    "ApiTokenCounter",
     "AuditResult",
     "Block",
     "BranchExists",

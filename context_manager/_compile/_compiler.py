@@ -51,6 +51,7 @@ from ._render import (
 )
 from ._selection import jump_anchor, required_tokens
 from ._strategies import Fold, Strategy, Window
+from ._tokens import request_tokens
 
 log = library_logger("context_manager.compile")
 
@@ -261,7 +262,8 @@ class Compiler:
             thinking_strip=strip,
             compile_id=compile_id,
             dry=dry_run,
-            tokens=state.total_tokens + self._head_tokens(head),
+            tokens=request_tokens(m.estimator, body)
+            or state.total_tokens + self._head_tokens(head),
             branch=key,
             namespace=m.namespace,
             head_digests=dict(head.digests),
