@@ -50,6 +50,7 @@ from ._model._head import Head, ThinkingBinding
 from ._model._log import LibraryLogger, library_logger
 from ._model._messages import REASONING_LOSS_KIND, MessageId, MessageMeta, StoredMessage
 from ._model._results import CompileResult, ProvenanceEntry, Source, ThinkingStrip
+from ._model._usage import CallUsage, usage_of
 from ._reasoning._audit import AuditResult, ReasoningPart, UntrustedText, read_reasoning
 from ._reasoning._capture import ReasoningCapture, warn_if_reasoning_unconfigured
 from ._reasoning._store import MemoryReasoningStore, ReasoningStore, SQLiteReasoningStore
@@ -70,6 +71,7 @@ __all__ = [
     "BranchRecord",
     "BranchRef",
     "Caching",
+    "CallUsage",
     "CommandLineError",
     "CompileResult",
     "ContextManager",
@@ -122,5 +124,6 @@ __all__ = [
     "parse_input_transformations",
     "place_thinking_drops",
     "read_reasoning",
+    "usage_of",
     "warn_if_reasoning_unconfigured",
 ]

@@ -26,6 +26,7 @@ from context_manager._model._head import Head, ThinkingBinding
 from context_manager._model._log import library_logger
 from context_manager._model._messages import MessageId, MessageMeta, StoredMessage
 from context_manager._model._results import CompileResult, ProvenanceEntry, ThinkingStrip
+from context_manager._model._usage import reply_extra
 from context_manager._reasoning._capture import ReasoningCapture
 from context_manager._store._protocol import Lineage, Release, Store
 
@@ -562,7 +563,7 @@ class Compiler:
             result.branch,
             "assistant",
             blocks,
-            MessageMeta(),
+            MessageMeta(extra=reply_extra(message)),
             stamp=stamp,
             signatures=signatures,
         )
