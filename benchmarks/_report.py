@@ -13,6 +13,7 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
+from ._cache import SessionUsage
 from ._told import ToldReport
 
 FLATNESS_MAX = 1.5
@@ -24,6 +25,13 @@ VS_FULL_MIN = 50.0
 TOOL_LOOP_MAX = 2.0
 """A tool-loop turn over its calls' worth of steady compiles."""
 
+CACHE_READ_SHARE_MIN = 0.85
+"""Share of a resident session's input tokens read from the prompt cache (issue 19)."""
+
+CACHE_VS_NAIVE_MIN = 1.0
+"""The compiler's cache read share over the naive policy's (one breakpoint on the newest
+message): never below it."""
+
 REQUIRED_KEYS = (
     "compile_steady",
     "baseline_full",
@@ -33,6 +41,9 @@ REQUIRED_KEYS = (
     "reopen_seconds",
     "told_state_entries",
     "told_state_cap",
+    "cache_read_share",
+    "cache_read_share_naive",
+    "cache_read_share_none",
     "ratios",
     "machine",
 )
@@ -87,19 +98,33 @@ def build_report(
     reopen_seconds: float,
     told: ToldReport,
     details: Mapping[str, Any],
+    cache: Mapping[str, SessionUsage],
 ) -> dict[str, Any]:
-    """Assemble the report; ratios are taken on the smallest and largest sizes measured."""
+    """Assemble the report; ratios are taken on the smallest and largest sizes measured.
+
+    ``cache`` holds the prompt-cache session per policy (``compiler``, ``naive``, ``none``).
+    """
     small, large = min(steady), max(steady)
     ratios = {
         "flatness": steady[large] / steady[small],
         "vs_full": baseline[large] / steady[large],
         "tool_loop": tool_loop / (tool_calls * steady[tool_loop_size]),
+        "cache_vs_naive": _over(cache["compiler"].read_share, cache["naive"].read_share),
     }
+    share = cache["compiler"].read_share
     targets = {
         "flatness": {"limit": f"<= {FLATNESS_MAX}", "met": ratios["flatness"] <= FLATNESS_MAX},
         "vs_full": {"limit": f">= {VS_FULL_MIN:g}", "met": ratios["vs_full"] >= VS_FULL_MIN},
         "tool_loop": {"limit": f"<= {TOOL_LOOP_MAX}", "met": ratios["tool_loop"] <= TOOL_LOOP_MAX},
         "told_state": {"limit": f"<= {told.cap:,}", "met": told.entries <= told.cap},
+        "cache_vs_naive": {
+            "limit": f">= {CACHE_VS_NAIVE_MIN:g}",
+            "met": ratios["cache_vs_naive"] >= CACHE_VS_NAIVE_MIN,
+        },
+        "cache_read_share": {
+            "limit": f">= {CACHE_READ_SHARE_MIN:g}",
+            "met": share >= CACHE_READ_SHARE_MIN,
+        },
     }
     return {
         "compile_steady": {str(size): seconds for size, seconds in sorted(steady.items())},
@@ -110,6 +135,9 @@ def build_report(
         "reopen_seconds": reopen_seconds,
         "told_state_entries": told.entries,
         "told_state_cap": told.cap,
+        "cache_read_share": share,
+        "cache_read_share_naive": cache["naive"].read_share,
+        "cache_read_share_none": cache["none"].read_share,
         "ratios": ratios,
         "targets": targets,
         "worst_case": {"head_change": head_change, "fold": fold},
@@ -122,10 +150,28 @@ def build_report(
                 for events, entries, mib in told.samples
             ],
         },
+        "cache_session": {
+            policy: {
+                "calls": usage.calls,
+                "input_tokens": usage.total,
+                "cache_read_input_tokens": usage.read,
+                "cache_creation_input_tokens": usage.written,
+                "uncached_input_tokens": usage.uncached,
+                "fan_out_calls": usage.fan_outs,
+            }
+            for policy, usage in cache.items()
+        },
         "details": dict(details),
         "config": dict(config),
         "machine": machine(),
     }
+
+
+def _over(ours: float, theirs: float) -> float:
+    """``ours / theirs``; 1.0 when both are 0, infinite when only ``theirs`` is."""
+    if theirs:
+        return ours / theirs
+    return 1.0 if not ours else float("inf")
 
 
 def _seconds(value: float) -> str:
@@ -184,6 +230,17 @@ def table(report: Mapping[str, Any]) -> str:
                 )
             )
         )
+    lines.append(
+        _row(
+            (
+                "cache read share (breakpoints: compiler / naive / none)",
+                f"{report['cache_read_share']:.1%} / {report['cache_read_share_naive']:.1%} / "
+                f"{report['cache_read_share_none']:.1%}",
+                report["targets"]["cache_read_share"]["limit"],
+                "yes" if report["targets"]["cache_read_share"]["met"] else "**no**",
+            )
+        )
+    )
     told = report["targets"]["told_state"]
     lines.append(
         _row(

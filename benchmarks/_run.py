@@ -20,6 +20,7 @@ import attrs
 
 from context_manager import Passthrough, SQLiteStore, Window
 
+from ._cache import CacheConfig, cache_sessions
 from ._history import History, mean_message_tokens
 from ._quiet import quiet_logging
 from ._report import build_report
@@ -63,6 +64,7 @@ class Config:
         seed: fixes every history and event stream.
         quick: a ``--quick`` run (recorded in the report).
         teller_in_child: run the told-state scenario in a child process, beside generation.
+        cache_session: the prompt-cache session (issue 19), run once per breakpoint policy.
     """
 
     sizes: tuple[int, ...] = (1_000, 10_000, 100_000)
@@ -79,6 +81,7 @@ class Config:
     seed: int = 20_260_801
     quick: bool = False
     teller_in_child: bool = True
+    cache_session: CacheConfig = attrs.field(factory=CacheConfig)
 
     def __attrs_post_init__(self) -> None:
         if self.tool_loop_size not in self.sizes:
@@ -102,6 +105,7 @@ class Config:
             reopen_repeats=3,
             appends=200,
             quick=True,
+            cache_session=CacheConfig(turns=100, tool_changes=(30, 70), fold_at=50),
         )
 
     @classmethod
@@ -120,6 +124,7 @@ class Config:
             appends=3,
             teller_events=3_000,
             quick=True,
+            cache_session=CacheConfig.tiny(),
         )
 
 
@@ -232,6 +237,7 @@ def run(
     say(f"store: {config.appends:,} durable appends, reopen at {largest:,}")
     appends = append_throughput(path, config.appends)
     reopened = median(reopen(path, AGENT, strategy, history.head, config.reopen_repeats))
+    cache = cache_sessions(config.cache_session, work, say)
     return build_report(
         config=attrs.asdict(config),
         steady={size: median(samples) for size, samples in steady.items()},
@@ -244,6 +250,7 @@ def run(
         appends_per_second=appends,
         reopen_seconds=reopened,
         told=told,
+        cache=cache,
         details={
             "window_tokens": window_tokens,
             "window": windows,

@@ -13,8 +13,11 @@ from pathlib import Path
 from helpers import unmarked
 
 from benchmarks import (
+    POLICIES,
     REQUIRED_KEYS,
+    CacheConfig,
     History,
+    cache_sessions,
     full_recompile,
     mean_message_tokens,
     quiet_logging,
@@ -43,7 +46,9 @@ def test_a_smoke_run_writes_every_figure_the_issue_names(tmp_path: Path) -> None
     report = json.loads(out.read_text())
     assert set(REQUIRED_KEYS) <= set(report)
     assert list(report["compile_steady"]) == list(report["baseline_full"]) == ["40", "80", "160"]
-    assert set(report["ratios"]) == {"flatness", "vs_full", "tool_loop"}
+    assert set(report["ratios"]) == {"flatness", "vs_full", "tool_loop", "cache_vs_naive"}
+    assert 0 < report["cache_read_share"] <= 1
+    assert report["cache_read_share_none"] == 0
     assert {"platform", "python", "cpu_count", "memory_gib"} <= set(report["machine"])
     assert report["told_state_entries"] <= report["told_state_cap"]
 
@@ -84,3 +89,16 @@ def test_told_state_fills_up_to_the_cap_and_never_past_it() -> None:
     held = [entries for _, entries, _ in report.samples]
     assert max(held) == report.cap == 50
     assert report.entries <= report.cap
+
+
+def test_the_cache_session_is_one_conversation_and_the_compiler_reads_at_least_the_naive_share(
+    tmp_path: Path,
+) -> None:
+    quiet_logging()
+
+    sessions = cache_sessions(CacheConfig.tiny(), tmp_path)
+
+    assert set(sessions) == set(POLICIES)
+    assert len({(s.calls, s.total) for s in sessions.values()}) == 1
+    assert sessions["none"].read == 0
+    assert sessions["compiler"].read >= sessions["naive"].read > 0
