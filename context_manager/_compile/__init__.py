@@ -75,7 +75,6 @@ from ._tokens import (
     COUNT_FIELDS,
     ApiTokenCounter,
     CountFunction,
-    SyncClient,
     count_params,
     request_tokens,
 )
@@ -115,7 +114,6 @@ __all__ = [
     "StripEntry",
     "StripReason",
     "Summarizer",
-    "SyncClient",
     "Window",
     "answers_tools",
     "close_tool_round",

@@ -19,7 +19,9 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol, TypeAlias
+from typing import Any, TypeAlias
+
+import anthropic
 
 from context_manager._model._canonical import canonical_json, strip_cache_control
 from context_manager._model._log import library_logger
@@ -50,26 +52,6 @@ CACHE_LIMIT = 50_000
 
 CountFunction: TypeAlias = Callable[[dict[str, Any]], int]
 """``count(params) -> input tokens``: params are ``count_tokens`` keyword arguments."""
-
-
-class _Counts(Protocol):
-    input_tokens: int
-
-
-class _CountTokens(Protocol):
-    def count_tokens(self, **params: Any) -> _Counts: ...
-
-
-class _Beta(Protocol):
-    @property
-    def messages(self) -> _CountTokens: ...
-
-
-class SyncClient(Protocol):
-    """What ``ApiTokenCounter`` uses of an ``anthropic.Anthropic``: its ``count_tokens``."""
-
-    @property
-    def beta(self) -> _Beta: ...
 
 
 def count_params(body: Mapping[str, Any]) -> dict[str, Any]:
@@ -124,7 +106,7 @@ class ApiTokenCounter:
 
     def __init__(
         self,
-        client: SyncClient | CountFunction,
+        client: anthropic.Anthropic | CountFunction,
         *,
         fallback: Callable[[Any], int] = estimate_tokens,
     ) -> None:
@@ -208,7 +190,7 @@ class ApiTokenCounter:
         self._learned_estimate += spread
 
 
-def _sdk_count(client: SyncClient) -> CountFunction:
+def _sdk_count(client: anthropic.Anthropic) -> CountFunction:
     def count(params: dict[str, Any]) -> int:
         return int(client.beta.messages.count_tokens(**params).input_tokens)
 
