@@ -303,3 +303,23 @@ def test_a_compile_places_what_the_simulator_accepts(store: Store) -> None:
 
     assert first.usage.cache_creation_input_tokens > 0
     assert wire_reply(first)["content"]
+
+
+def test_a_hosts_marker_deep_in_the_window_is_counted_on_every_steady_compile(
+    store: Store,
+) -> None:
+    cm = ContextManager.open(store, namespace="ada")
+    cm.add_message("user", [{"type": "text", "text": "pinned", "cache_control": EPHEMERAL}])
+    other = ContextManager.open(store, namespace="bob")
+    for n in range(6):
+        cm.add_message("assistant", f"answer {n}")
+        cm.add_message("user", f"question {n}")
+        if n % 2:  # another render in the same thread between two of ours
+            other.add_message("user", f"interleaved {n}")
+            other.compile(HEAD)
+
+        request = cm.compile(HEAD).request
+
+        assert len(markers(request)) == (3 if n == 0 else 4)
+        assert markers(request)[1] == ("messages.0.content.0", EPHEMERAL)
+        Simulator().verify(request)

@@ -9,8 +9,9 @@ system list it marks is a copy (the compiler's render cache shares the rest).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, Literal, TypeAlias
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Literal, TypeAlias
 
 import attrs
 
@@ -111,6 +112,10 @@ def host_markers(body: Mapping[str, Any]) -> list[tuple[Position, CacheTtl]]:
     Markers inside a ``tool_result``'s content count at their result's position. A top-level
     ``cache_control`` (the API's automatic caching, which marks the last block) counts as one,
     at the end.
+
+    Cost: O(tools + system blocks + messages not seen by this thread's previous call). The
+    compiler's rendered messages only ever grow at the end (a merge replaces the last), so the
+    scan of a prefix already seen is reused (``_MessageScan``); the result never depends on it.
     """
     found: list[tuple[Position, CacheTtl]] = []
     for k, tool in enumerate(_blocks(body.get("tools"))):
@@ -119,25 +124,60 @@ def host_markers(body: Mapping[str, Any]) -> list[tuple[Position, CacheTtl]]:
     for j, block in enumerate(_blocks(body.get("system"))):
         if isinstance(block, Mapping) and "cache_control" in block:
             found.append((("system", j, 0), _ttl_of(block["cache_control"])))
-    for i, message in enumerate(_blocks(body.get("messages"))):
-        content = message.get("content") if isinstance(message, Mapping) else None
-        for j, block in enumerate(_blocks(content)):
-            if not isinstance(block, Mapping):
-                continue
-            for inner in _nested(block):
-                found.append((("messages", i, j), _ttl_of(inner)))
+    found += _MessageScan.markers(_blocks(body.get("messages")))
     if "cache_control" in body:
         found.append((("messages", 1 << 30, 0), _ttl_of(body["cache_control"])))
     return found
 
 
-def _nested(block: Mapping[str, Any]) -> Iterator[Any]:
-    if "cache_control" in block:
-        yield block["cache_control"]
-    if block.get("type") == "tool_result":
-        for item in _blocks(block.get("content")):
-            if isinstance(item, Mapping) and "cache_control" in item:
-                yield item["cache_control"]
+def _message_markers(i: int, message: Any) -> list[tuple[Position, CacheTtl]]:
+    found: list[tuple[Position, CacheTtl]] = []
+    content = message.get("content") if isinstance(message, Mapping) else None
+    for j, block in enumerate(_blocks(content)):
+        if not isinstance(block, Mapping):
+            continue
+        if "cache_control" in block:
+            found.append((("messages", i, j), _ttl_of(block["cache_control"])))
+        if block.get("type") == "tool_result":
+            for item in _blocks(block.get("content")):
+                if isinstance(item, Mapping) and "cache_control" in item:
+                    found.append((("messages", i, j), _ttl_of(item["cache_control"])))
+    return found
+
+
+@attrs.frozen
+class _MessageScan:
+    """The markers found in ``messages[:upto]`` of a list whose first and ``upto - 1``-th
+    messages were ``first`` and ``last`` (held, so their ids stay theirs)."""
+
+    first: Any
+    last: Any
+    upto: int
+    found: tuple[tuple[Position, CacheTtl], ...]
+
+    _local: ClassVar[threading.local] = threading.local()
+
+    @classmethod
+    def markers(cls, messages: Sequence[Any]) -> list[tuple[Position, CacheTtl]]:
+        """Markers in ``messages``, reusing this thread's previous scan when ``messages`` holds
+        the same objects at its start and at the end of what was scanned (message dicts are
+        never modified in place, and a render only appends or replaces its last message)."""
+        memo: _MessageScan | None = getattr(cls._local, "scan", None)
+        start, found = 0, []
+        if (
+            memo is not None
+            and 0 < memo.upto <= len(messages)
+            and messages[0] is memo.first
+            and messages[memo.upto - 1] is memo.last
+        ):
+            start, found = memo.upto, list(memo.found)
+        for i in range(start, len(messages)):
+            found += _message_markers(i, messages[i])
+        if len(messages) > 1:
+            # The last message is rescanned next time (a merge may replace it).
+            kept = tuple(m for m in found if m[0][1] < len(messages) - 1)
+            cls._local.scan = _MessageScan(messages[0], messages[-2], len(messages) - 1, kept)
+        return found
 
 
 def _message_position(messages: Sequence[Any], index: int) -> Position | None:
@@ -216,8 +256,9 @@ def place_breakpoints(
         if len(wanted) == free:
             break
         wanted.append(position)
+    copied: set[str] = set()
     for position, ttl in _ttls(wanted, hosts, caching.ttl):
-        _mark(out, position, marker(ttl))
+        _mark(out, position, marker(ttl), copied)
     return out
 
 
@@ -246,22 +287,25 @@ def _ttls(
     return out
 
 
-def _mark(body: dict[str, Any], position: Position, value: dict[str, str]) -> None:
+def _mark(
+    body: dict[str, Any], position: Position, value: dict[str, str], copied: set[str]
+) -> None:
+    """Mark ``position`` in ``body``, copying each container on the way once (``copied``)."""
     section, index, inner = position
+    if section not in copied and isinstance(body.get(section), list | tuple):
+        body[section] = list(body[section])
+        copied.add(section)
     if section == "tools":
-        tools = list(body["tools"])
+        tools = body["tools"]
         tools[index] = {**tools[index], "cache_control": value}
-        body["tools"] = tools
     elif section == "system":
         system = body["system"]
         if isinstance(system, str):
             body["system"] = [{"type": "text", "text": system, "cache_control": value}]
         else:
-            blocks = list(system)
-            blocks[index] = {**blocks[index], "cache_control": value}
-            body["system"] = blocks
+            system[index] = {**system[index], "cache_control": value}
     else:
-        messages = list(body["messages"])
+        messages = body["messages"]
         message = messages[index]
         content = message["content"]
         if isinstance(content, str):
@@ -270,4 +314,3 @@ def _mark(body: dict[str, Any], position: Position, value: dict[str, str]) -> No
             blocks = list(content)
             blocks[inner] = {**blocks[inner], "cache_control": value}
         messages[index] = {**message, "content": blocks}
-        body["messages"] = messages
