@@ -139,6 +139,8 @@ class ApiTokenCounter:
 
         One ``count_tokens`` call, or none when the same request (markers aside) was counted
         before. Learns the counts of the messages and head it did not know (see the module).
+        Cost besides the call: O(request) to digest it (the request is the window, not the
+        history).
         """
         params = count_params(body)
         key = _digest(params)
