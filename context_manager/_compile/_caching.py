@@ -145,6 +145,10 @@ def _message_markers(i: int, message: Any) -> list[tuple[Position, CacheTtl]]:
     return found
 
 
+SCAN_MEMO_LIMIT = 256
+"""Message lists (one per rendered branch) whose scan a thread remembers before starting over."""
+
+
 @attrs.frozen
 class _MessageScan:
     """The markers found in ``messages[:upto]`` of a list whose first and ``upto - 1``-th
@@ -159,10 +163,14 @@ class _MessageScan:
 
     @classmethod
     def markers(cls, messages: Sequence[Any]) -> list[tuple[Position, CacheTtl]]:
-        """Markers in ``messages``, reusing this thread's previous scan when ``messages`` holds
-        the same objects at its start and at the end of what was scanned (message dicts are
-        never modified in place, and a render only appends or replaces its last message)."""
-        memo: _MessageScan | None = getattr(cls._local, "scan", None)
+        """Markers in ``messages``, reusing this thread's previous scan of a list that held the
+        same objects at its start and at the end of what was scanned (message dicts are never
+        modified in place, and a render only appends or replaces its last message). One scan
+        is remembered per first message, so managers compiling in turn each keep theirs."""
+        scans: dict[int, _MessageScan] | None = getattr(cls._local, "scans", None)
+        if scans is None:
+            scans = cls._local.scans = {}
+        memo = scans.get(id(messages[0])) if messages else None
         start, found = 0, []
         if (
             memo is not None
@@ -175,8 +183,12 @@ class _MessageScan:
             found += _message_markers(i, messages[i])
         if len(messages) > 1:
             # The last message is rescanned next time (a merge may replace it).
+            if len(scans) >= SCAN_MEMO_LIMIT:
+                scans.clear()
             kept = tuple(m for m in found if m[0][1] < len(messages) - 1)
-            cls._local.scan = _MessageScan(messages[0], messages[-2], len(messages) - 1, kept)
+            scans[id(messages[0])] = _MessageScan(
+                messages[0], messages[-2], len(messages) - 1, kept
+            )
         return found
 
 
