@@ -24,7 +24,13 @@ from context_manager import (
     estimate_tokens,
 )
 from context_manager.simulator import DEFAULT_KEY, DEFAULT_ORGANIZATION
-from context_manager.simulator._canon import CHAIN_START, chain_step, head_digest, normalize_content
+from context_manager.simulator._canon import (
+    CHAIN_START,
+    chain_step,
+    head_digest,
+    normalize_content,
+    strip_cache_control,
+)
 from context_manager.simulator._sign import NONCE_BYTES, Binding, block_digest, sign
 
 MODEL = "claude-opus-4-5"
@@ -119,6 +125,11 @@ def _last_thinking(messages: Sequence[dict[str, Any]]) -> bytes | None:
     return None
 
 
+def _same(one: dict[str, Any], other: dict[str, Any]) -> bool:
+    """The same message object, or equal to it with cache breakpoints left out."""
+    return one is other or strip_cache_control(one) == strip_cache_control(other)
+
+
 class Signer:
     """Signs a reply's thinking as the simulator would, bound to the request as compiled.
 
@@ -135,11 +146,16 @@ class Signer:
         self._chains: list[bytes] = []
 
     def chain(self, messages: list[dict[str, Any]]) -> bytes:
-        """The simulator's chain after ``messages`` (a compiled request's, as sent)."""
+        """The simulator's chain after ``messages`` (a compiled request's, as sent).
+
+        A message the compile marked with a cache breakpoint is a fresh copy each time; markers
+        never enter the chain, so a copy equal to the message sent before, markers aside, counts
+        as the same message.
+        """
         same = 0
-        if self._sent and messages and messages[0] is self._sent[0]:
+        if self._sent and messages and _same(messages[0], self._sent[0]):
             same = min(len(messages), len(self._sent))
-            while same > 0 and messages[same - 1] is not self._sent[same - 1]:
+            while same > 0 and not _same(messages[same - 1], self._sent[same - 1]):
                 same -= 1
         del self._chains[same:]
         chain = self._chains[-1] if self._chains else CHAIN_START

@@ -15,6 +15,7 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
+from ._cache import SessionUsage
 from ._told import ToldReport
 
 FLATNESS_MAX = 1.5
@@ -29,6 +30,13 @@ SHED_VS_JUMP_MIN = 3.0
 TOOL_LOOP_MAX = 2.0
 """A tool-loop turn over its calls' worth of steady compiles."""
 
+CACHE_READ_SHARE_MIN = 0.85
+"""Share of a resident session's input tokens read from the prompt cache (issue 19)."""
+
+CACHE_VS_NAIVE_MIN = 1.0
+"""The compiler's cache read share over the naive policy's (one breakpoint on the newest
+message): never below it."""
+
 REQUIRED_KEYS = (
     "compile_steady",
     "baseline_full",
@@ -41,6 +49,9 @@ REQUIRED_KEYS = (
     "shed_kept_blocks",
     "jump_kept_blocks",
     "shed_newest_50",
+    "cache_read_share",
+    "cache_read_share_naive",
+    "cache_read_share_none",
     "ratios",
     "machine",
 )
@@ -96,15 +107,21 @@ def build_report(
     told: ToldReport,
     details: Mapping[str, Any],
     shed: Mapping[str, Any],
+    cache: Mapping[str, SessionUsage],
 ) -> dict[str, Any]:
-    """Assemble the report; ratios are taken on the smallest and largest sizes measured."""
+    """Assemble the report; ratios are taken on the smallest and largest sizes measured.
+
+    ``cache`` holds the prompt-cache session per policy (``compiler``, ``naive``, ``none``).
+    """
     small, large = min(steady), max(steady)
     ratios = {
         "flatness": steady[large] / steady[small],
         "vs_full": baseline[large] / steady[large],
         "tool_loop": tool_loop / (tool_calls * steady[tool_loop_size]),
         "shed_vs_jump": float(shed["shed_vs_jump"]),
+        "cache_vs_naive": _over(cache["compiler"].read_share, cache["naive"].read_share),
     }
+    share = cache["compiler"].read_share
     targets = {
         "flatness": {"limit": f"<= {FLATNESS_MAX}", "met": ratios["flatness"] <= FLATNESS_MAX},
         "vs_full": {"limit": f">= {VS_FULL_MIN:g}", "met": ratios["vs_full"] >= VS_FULL_MIN},
@@ -115,6 +132,14 @@ def build_report(
             "met": ratios["shed_vs_jump"] >= SHED_VS_JUMP_MIN,
         },
         "shed_newest_50": {"limit": "== 1.0", "met": shed["shed_newest_50"] == 1.0},
+        "cache_vs_naive": {
+            "limit": f">= {CACHE_VS_NAIVE_MIN:g}",
+            "met": ratios["cache_vs_naive"] >= CACHE_VS_NAIVE_MIN,
+        },
+        "cache_read_share": {
+            "limit": f">= {CACHE_READ_SHARE_MIN:g}",
+            "met": share >= CACHE_READ_SHARE_MIN,
+        },
     }
     return {
         "compile_steady": {str(size): seconds for size, seconds in sorted(steady.items())},
@@ -128,6 +153,9 @@ def build_report(
         "shed_kept_blocks": shed["shed_kept_blocks"],
         "jump_kept_blocks": shed["jump_kept_blocks"],
         "shed_newest_50": shed["shed_newest_50"],
+        "cache_read_share": share,
+        "cache_read_share_naive": cache["naive"].read_share,
+        "cache_read_share_none": cache["none"].read_share,
         "ratios": ratios,
         "targets": targets,
         "worst_case": {"head_change": head_change, "fold": fold},
@@ -140,10 +168,28 @@ def build_report(
                 for events, entries, mib in told.samples
             ],
         },
+        "cache_session": {
+            policy: {
+                "calls": usage.calls,
+                "input_tokens": usage.total,
+                "cache_read_input_tokens": usage.read,
+                "cache_creation_input_tokens": usage.written,
+                "uncached_input_tokens": usage.uncached,
+                "fan_out_calls": usage.fan_outs,
+            }
+            for policy, usage in cache.items()
+        },
         "details": {**details, "shedding": dict(shed)},
         "config": dict(config),
         "machine": machine(),
     }
+
+
+def _over(ours: float, theirs: float) -> float:
+    """``ours / theirs``; 1.0 when both are 0, infinite when only ``theirs`` is."""
+    if theirs:
+        return ours / theirs
+    return 1.0 if not ours else float("inf")
 
 
 def _seconds(value: float) -> str:
@@ -210,6 +256,17 @@ def table(report: Mapping[str, Any]) -> str:
                 f"{report['shed_newest_50']:.2f}",
                 newest["limit"],
                 "yes" if newest["met"] else "**no**",
+            )
+        )
+    )
+    lines.append(
+        _row(
+            (
+                "cache read share (breakpoints: compiler / naive / none)",
+                f"{report['cache_read_share']:.1%} / {report['cache_read_share_naive']:.1%} / "
+                f"{report['cache_read_share_none']:.1%}",
+                report["targets"]["cache_read_share"]["limit"],
+                "yes" if report["targets"]["cache_read_share"]["met"] else "**no**",
             )
         )
     )

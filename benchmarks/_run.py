@@ -19,6 +19,7 @@ import attrs
 
 from context_manager import Passthrough, Window
 
+from ._cache import CacheConfig, cache_sessions
 from ._history import History, mean_message_tokens
 from ._places import DatabasePlace, FilePlace, Place
 from ._quiet import quiet_logging
@@ -65,6 +66,7 @@ class Config:
         quick: a ``--quick`` run (recorded in the report).
         teller_in_child: run the told-state scenario in a child process, beside generation.
         shed_messages: the thinking-heavy history the shedding scenario grows.
+        cache_session: the prompt-cache session (issue 19), run once per breakpoint policy.
     """
 
     sizes: tuple[int, ...] = (1_000, 10_000, 100_000)
@@ -82,6 +84,7 @@ class Config:
     quick: bool = False
     teller_in_child: bool = True
     shed_messages: int = 10_000
+    cache_session: CacheConfig = attrs.field(factory=CacheConfig)
 
     def __attrs_post_init__(self) -> None:
         if self.tool_loop_size not in self.sizes:
@@ -105,6 +108,7 @@ class Config:
             reopen_repeats=3,
             appends=200,
             quick=True,
+            cache_session=CacheConfig(turns=100, tool_changes=(30, 70), fold_at=50),
         )
 
     @classmethod
@@ -124,6 +128,7 @@ class Config:
             appends=3,
             teller_events=3_000,
             quick=True,
+            cache_session=CacheConfig.tiny(),
         )
 
 
@@ -171,14 +176,14 @@ def run(
         FilePlace(work / "history.db") if postgres is None else DatabasePlace.create(postgres)
     )
     try:
-        report = _run(config, place, progress)
+        report = _run(config, place, progress, work)
     finally:
         place.cleanup()
     report["store"] = "sqlite" if postgres is None else "postgres"
     return report
 
 
-def _run(config: Config, place: Place, progress: Progress | None) -> dict[str, Any]:
+def _run(config: Config, place: Place, progress: Progress | None, work: Path) -> dict[str, Any]:
     say = progress or stderr_progress()
     told_job: concurrent.futures.Future[ToldReport] | None = None
     pool: concurrent.futures.ProcessPoolExecutor | None = None
@@ -255,6 +260,7 @@ def _run(config: Config, place: Place, progress: Progress | None) -> dict[str, A
     reopened = median(reopen(place.open, AGENT, strategy, history.head, config.reopen_repeats))
     say(f"shedding: two {config.shed_messages:,}-message histories under a third of their tokens")
     shed = shedding(config.shed_messages)
+    cache = cache_sessions(config.cache_session, work, say)
     return build_report(
         shed=shed,
         config=attrs.asdict(config),
@@ -268,6 +274,7 @@ def _run(config: Config, place: Place, progress: Progress | None) -> dict[str, A
         appends_per_second=appends,
         reopen_seconds=reopened,
         told=told,
+        cache=cache,
         details={
             "window_tokens": window_tokens,
             "window": windows,

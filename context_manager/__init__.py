@@ -14,7 +14,9 @@ from ._binding._drops import (
     parse_input_transformations,
     place_thinking_drops,
 )
+from ._compile._caching import Caching
 from ._compile._strategies import Fold, Passthrough, Window, estimate_tokens
+from ._compile._tokens import ApiTokenCounter
 from ._manager import ContextManager
 from ._model._content import (
     Block,
@@ -52,6 +54,7 @@ from ._model._log import LibraryLogger, library_logger
 from ._model._messages import REASONING_LOSS_KIND, MessageId, MessageMeta, StoredMessage
 from ._model._readability import Readability, documented_readability
 from ._model._results import CompileResult, ProvenanceEntry, Source, ThinkingStrip
+from ._model._usage import CallUsage, usage_of
 from ._reasoning._audit import AuditResult, ReasoningPart, UntrustedText, read_reasoning
 from ._reasoning._capture import ReasoningCapture, warn_if_reasoning_unconfigured
 from ._reasoning._store import MemoryReasoningStore, ReasoningStore, SQLiteReasoningStore
@@ -65,6 +68,7 @@ __all__ = [
     "AgentBusy",
     "AgentNotFound",
     "AgentNotRegistered",
+    "ApiTokenCounter",
     "AuditResult",
     "Block",
     "BranchExists",
@@ -72,6 +76,8 @@ __all__ = [
     "BranchNotFound",
     "BranchRecord",
     "BranchRef",
+    "Caching",
+    "CallUsage",
     "CommandLineError",
     "CompileResult",
     "ContextManager",
@@ -129,5 +135,6 @@ __all__ = [
     "parse_input_transformations",
     "place_thinking_drops",
     "read_reasoning",
+    "usage_of",
     "warn_if_reasoning_unconfigured",
 ]

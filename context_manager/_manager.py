@@ -15,6 +15,7 @@ from typing import Any, TypeAlias
 from context_manager._model._log import library_logger
 
 from ._binding._drops import PlacedDrops, parse_input_transformations, place_thinking_drops
+from ._compile._caching import Caching
 from ._compile._compiler import Compiler
 from ._compile._strategies import Passthrough, Strategy, estimate_tokens
 from ._model._content import Block, to_blocks
@@ -56,12 +57,15 @@ class ContextManager:
         strategy: Strategy,
         estimator: Estimator | None = None,
         reasoning: ReasoningCapture | None = None,
+        caching: Caching | None = None,
     ) -> None:
         self.store: Store = store
         self.namespace: str = namespace
         self.binding: ThinkingBinding = binding
         self.strategy: Strategy = strategy
         self.estimator: Estimator = estimator or estimate_tokens
+        self.caching: Caching = caching if caching is not None else Caching()
+        """Where the compiler places prompt-cache breakpoints (``Caching``)."""
         self.reasoning: ReasoningCapture | None = reasoning
         """The reasoning sidecar configuration (``ReasoningCapture``) or ``None``."""
         self.token: str = uuid.uuid4().hex
@@ -83,8 +87,13 @@ class ContextManager:
         strategy: Strategy | None = None,
         estimator: Estimator | None = None,
         reasoning: ReasoningCapture | None = None,
+        caching: Caching | None = None,
     ) -> ContextManager:
-        """Open (or start) ``namespace`` in ``store``, on its current branch (``main`` when new)."""
+        """Open (or start) ``namespace`` in ``store``, on its current branch (``main`` when new).
+
+        ``caching`` places prompt-cache breakpoints (default ``Caching()``: on, 5-minute TTL;
+        ``Caching(enabled=False)`` sends only the host's own markers).
+        """
         if not isinstance(namespace, str) or not namespace:
             raise ValueError(f"namespace must be a non-empty string, got {namespace!r}")
         return cls(
@@ -94,6 +103,7 @@ class ContextManager:
             strategy=strategy or Passthrough(),
             estimator=estimator,
             reasoning=reasoning,
+            caching=caching,
         )
 
     # branches

@@ -23,6 +23,7 @@ from typing import Any
 import anthropic
 
 from context_manager import REASONING_LOSS_KIND, ContextManager, Head, MemoryStore, Store, TextBlock
+from context_manager._model import strip_cache_control
 from context_manager.runtime import Agent, RetryPolicy, Runtime
 from context_manager.simulator import Simulator
 
@@ -98,6 +99,12 @@ def transformations(message: anthropic.types.beta.BetaMessage) -> list[tuple[str
     """``(type, path, reason)`` of every ``input_transformations`` entry of a reply, in order."""
     assert message.input_transformations is not None
     return [(t.type, t.path, t.reason) for t in message.input_transformations]
+
+
+def unmarked(value: Any) -> Any:
+    """``value`` (a request, messages, a message) with every ``cache_control`` marker removed:
+    what a test about rendering compares, whatever breakpoints the compile placed."""
+    return strip_cache_control(value)
 
 
 def request_blocks(request: dict[str, Any]) -> list[dict[str, Any]]:

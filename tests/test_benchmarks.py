@@ -10,9 +10,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from helpers import unmarked
+
 from benchmarks import (
+    POLICIES,
     REQUIRED_KEYS,
+    CacheConfig,
     History,
+    cache_sessions,
     full_recompile,
     mean_message_tokens,
     quiet_logging,
@@ -42,17 +47,25 @@ def test_a_smoke_run_writes_every_figure_the_issue_names(tmp_path: Path) -> None
     report = json.loads(out.read_text())
     assert set(REQUIRED_KEYS) <= set(report)
     assert list(report["compile_steady"]) == list(report["baseline_full"]) == ["40", "80", "160"]
-    assert set(report["ratios"]) == {"flatness", "vs_full", "tool_loop", "shed_vs_jump"}
+    assert set(report["ratios"]) == {
+        "flatness",
+        "vs_full",
+        "tool_loop",
+        "shed_vs_jump",
+        "cache_vs_naive",
+    }
     assert 0.0 <= report["shed_newest_50"] <= 1.0
+    assert 0 < report["cache_read_share"] <= 1
+    assert report["cache_read_share_none"] == 0
     assert {"platform", "python", "cpu_count", "memory_gib"} <= set(report["machine"])
     assert report["told_state_entries"] <= report["told_state_cap"]
 
 
-def test_the_baseline_sends_what_the_compiler_sends(tmp_path: Path) -> None:
+def test_the_baseline_sends_what_the_compiler_sends_breakpoints_aside(tmp_path: Path) -> None:
     history = _history(tmp_path / "h.db", 150)
     window = history.strategy.max_tokens
 
-    compiled = history.cm.compile(history.head).request["messages"]
+    compiled = unmarked(history.cm.compile(history.head).request["messages"])
     rebuilt = full_recompile(history.cm, history.head, window_tokens=window)
 
     assert rebuilt == compiled
@@ -93,3 +106,14 @@ def test_shedding_keeps_more_thinking_than_jumping_and_all_of_the_newest_replies
     assert figures["shed_newest_50"] == 1.0
     assert figures["shed_kept_blocks"] >= 3 * figures["jump_kept_blocks"]
     assert figures["shed_tokens"] <= figures["budget_tokens"]
+def test_the_cache_session_is_one_conversation_and_the_compiler_reads_at_least_the_naive_share(
+    tmp_path: Path,
+) -> None:
+    quiet_logging()
+
+    sessions = cache_sessions(CacheConfig.tiny(), tmp_path)
+
+    assert set(sessions) == set(POLICIES)
+    assert len({(s.calls, s.total) for s in sessions.values()}) == 1
+    assert sessions["none"].read == 0
+    assert sessions["compiler"].read >= sessions["naive"].read > 0

@@ -11,6 +11,7 @@ from typing import Any
 import attrs
 import pytest
 import structlog
+from helpers import unmarked
 from structlog.testing import capture_logs
 
 from context_manager import (
@@ -409,7 +410,9 @@ def test_the_request_carries_the_binding_beta_and_drop_block_when_thinking_is_on
         "type": "adaptive",
         "block_binding": {"prefix_mismatch_behavior": "drop_block"},
     }
-    assert request["system"] == "You are Ada."
+    assert request["system"] == [
+        {"type": "text", "text": "You are Ada.", "cache_control": {"type": "ephemeral"}}
+    ]
     assert request["tools"] == TOOLS
     assert request["max_tokens"] == 2048
     assert HEAD.settings["thinking"] == {"type": "adaptive"}
@@ -422,7 +425,7 @@ def test_rendering_merges_same_role_messages_and_leaves_out_empty_ones(
     cm.add_message("user", [{"type": "text", "text": "   "}])
     cm.add_message("user", "two")
     request = cm.compile(HEAD).request
-    assert request["messages"] == [
+    assert unmarked(request["messages"]) == [
         {
             "role": "user",
             "content": [{"type": "text", "text": "one"}, {"type": "text", "text": "two"}],
@@ -435,7 +438,7 @@ def test_system_notices_render_as_user_text_or_system_messages(any_store: Store)
     as_user = ContextManager.open(any_store, namespace="u")
     as_user.add_message("user", "hi")
     as_user.add_message("system", "[reasoning] ada: note", metadata=notice)
-    assert as_user.compile(HEAD).request["messages"] == [
+    assert unmarked(as_user.compile(HEAD).request["messages"]) == [
         {
             "role": "user",
             "content": [
@@ -449,7 +452,7 @@ def test_system_notices_render_as_user_text_or_system_messages(any_store: Store)
     )
     as_system.add_message("user", "hi")
     as_system.add_message("system", "[reasoning] ada: note", metadata=notice)
-    messages = as_system.compile(HEAD).request["messages"]
+    messages = unmarked(as_system.compile(HEAD).request["messages"])
     assert messages[1] == {
         "role": "system",
         "content": [{"type": "text", "text": "[reasoning] ada: note"}],
@@ -500,7 +503,7 @@ def test_a_fold_strips_the_kept_tail_and_the_replies_it_folds_away_with_cause_me
     (summary,) = cm.messages(kind="summary")
     assert folded.provenance[0].sources[0].message_id == summary.id
     assert folded.request["messages"][0]["content"][0]["text"].endswith("They talked.")
-    kept_tail = [m["content"] for m in folded.request["messages"][1:]]
+    kept_tail = [m["content"] for m in unmarked(folded.request["messages"][1:])]
     assert kept_tail == [
         [{"type": "text", "text": "second"}],
         [{"type": "text", "text": "three"}],
@@ -517,7 +520,7 @@ def test_a_fold_with_nothing_older_to_cover_leaves_the_request_as_it_is(any_stor
     cm.add_message("user", "only this question, which is long enough to pass the trigger")
     result = cm.compile(HEAD)
     assert cm.messages(kind="summary") == []
-    assert result.request["messages"] == [
+    assert unmarked(result.request["messages"]) == [
         {
             "role": "user",
             "content": [

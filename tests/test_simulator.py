@@ -950,19 +950,24 @@ async def test_removing_any_one_block_but_the_oldest_fails_every_block_made_afte
         }
 
 
-MARKABLE = ("text", "thinking", "tool_use", "tool_result")
-"""Block types a client may put a ``cache_control`` marker on."""
+MARKABLE = ("text", "tool_use", "tool_result")
+"""Block types a client may put a ``cache_control`` marker on (never thinking: a 400)."""
+
+MAX_MARKERS = 4
+"""Markers the API accepts in one request."""
 
 
-def _shuffled(value: Any, data: st.DataObject) -> Any:
+def _shuffled(value: Any, data: st.DataObject, marks: list[int] | None = None) -> Any:
+    marks = [0] if marks is None else marks
     if isinstance(value, dict):
         keys = data.draw(st.permutations(list(value)))
-        out = {k: _shuffled(value[k], data) for k in keys}
-        if data.draw(st.booleans()) and out.get("type") in MARKABLE:
+        out = {k: _shuffled(value[k], data, marks) for k in keys}
+        if marks[0] < MAX_MARKERS and out.get("type") in MARKABLE and data.draw(st.booleans()):
             out["cache_control"] = {"type": "ephemeral"}
+            marks[0] += 1
         return out
     if isinstance(value, list):
-        return [_shuffled(v, data) for v in value]
+        return [_shuffled(v, data, marks) for v in value]
     return value
 
 

@@ -150,6 +150,12 @@ def build_parser() -> argparse.ArgumentParser:
         "untrusted)",
     )
     transcript.add_argument(
+        "--usage",
+        action="store_true",
+        help="sum each turn's tokens instead: uncached input, cache read, cache write, output "
+        "(from the usage stored with each reply); with --json, one object per turn and a total",
+    )
+    transcript.add_argument(
         "--sidecar",
         metavar="PATH",
         help=f"the reasoning sidecar for --reasoning (default: the database's PATH{SIDECAR_SUFFIX}"

@@ -16,8 +16,14 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from context_manager._manager import ContextManager
-from context_manager._model._content import RedactedThinkingBlock, ThinkingBlock
+from context_manager._model._content import (
+    RedactedThinkingBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+)
 from context_manager._model._messages import StoredMessage
+from context_manager._model._usage import USAGE_KEY, CallUsage
 from context_manager._reasoning._audit import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_PARTS,
@@ -35,7 +41,16 @@ from ._db import (
     open_sidecar,
     sidecar_path,
 )
-from ._format import BOLD_YELLOW, DIM, clean, format_message, message_record, style
+from ._format import (
+    BOLD_YELLOW,
+    DIM,
+    clean,
+    format_message,
+    message_record,
+    message_text,
+    style,
+    table,
+)
 
 READ_CHUNK = 500
 """Messages read per step: output starts at once and memory stays flat on long transcripts."""
@@ -113,6 +128,8 @@ def show_transcript(args: argparse.Namespace, out: TextIO, *, color: bool) -> in
     """
     if args.reasoning and args.kind is not None:
         raise CliError("--kind filters messages; --reasoning shows replies' reasoning: use one")
+    if args.usage and (args.reasoning or args.kind is not None):
+        raise CliError("--usage sums every reply's tokens per turn: drop --kind and --reasoning")
     with _opened(args.path) as store:
         agent = pick_agent(store, args.agent, args.path)
         record = pick_branch(store, agent, args.branch)
@@ -130,6 +147,8 @@ def show_transcript(args: argparse.Namespace, out: TextIO, *, color: bool) -> in
             cm = ContextManager.open(store, namespace=agent, reasoning=reasoning)
             if args.reasoning:
                 _show_reasoning(cm, record, out, json_lines=args.json, color=color)
+            elif args.usage:
+                _show_usage(cm, record, out, json_lines=args.json, color=color)
             else:
                 _show_messages(cm, record, args.kind, out, json_lines=args.json, color=color)
         finally:
@@ -168,6 +187,94 @@ def _show_messages(
     if not matched and not json_lines:
         what = f"of kind {kind!r} " if kind else ""
         print(f"no message {what}matched on branch {record.ref.name}", file=out)
+
+
+USAGE_SNIPPET_CHARS = 40
+"""How much of a turn's opening words ``--usage`` shows."""
+
+
+def opens_turn(message: StoredMessage) -> bool:
+    """True for a user message that starts a turn: the user's words, not a tool round's results,
+    a notice or a fold summary."""
+    return (
+        message.role == "user"
+        and not message.metadata.system_notice
+        and message.metadata.kind is None
+        and any(isinstance(b, TextBlock) for b in message.content)
+        and not any(isinstance(b, ToolResultBlock) for b in message.content)
+    )
+
+
+def reply_usage(message: StoredMessage) -> CallUsage | None:
+    """The usage a recorded reply keeps in ``metadata.extra["usage"]``, if any."""
+    raw = message.metadata.extra.get(USAGE_KEY)
+    return CallUsage.from_json(raw) if isinstance(raw, dict) else None
+
+
+def turn_usage(
+    messages: Iterator[StoredMessage],
+) -> Iterator[tuple[StoredMessage | None, int, CallUsage]]:
+    """``(opening user message, calls, summed usage)`` per turn, oldest first; replies before
+    the first user message form a turn opened by ``None``. Replies recorded without usage count
+    as calls with zero tokens."""
+    opener: StoredMessage | None = None
+    calls, usage = 0, CallUsage()
+    for message in messages:
+        if opens_turn(message):
+            if opener is not None or calls:
+                yield opener, calls, usage
+            opener, calls, usage = message, 0, CallUsage()
+        elif message.role == "assistant":
+            calls += 1
+            usage = usage + (reply_usage(message) or CallUsage())
+    if opener is not None or calls:
+        yield opener, calls, usage
+
+
+def _show_usage(
+    cm: ContextManager, record: BranchRecord, out: TextIO, *, json_lines: bool, color: bool
+) -> None:
+    """Tokens per turn (uncached input, cache reads, cache writes, output) and the total."""
+    turns = list(turn_usage(_messages(cm, record.ref.name, None)))
+    total = CallUsage.total(usage for _, _, usage in turns)
+    calls = sum(n for _, n, _ in turns)
+    share = total.cache_read_input_tokens / total.total_input if total.total_input else 0.0
+    if json_lines:
+        for number, (opener, n, usage) in enumerate(turns, start=1):
+            entry: dict[str, Any] = {
+                "turn": number,
+                "sequence": opener.sequence if opener is not None else None,
+                "text": message_text(opener)[:USAGE_SNIPPET_CHARS] if opener else None,
+                "calls": n,
+                **usage.to_json(),
+            }
+            print(json.dumps(entry), file=out)
+        summary = {"total": {"calls": calls, **total.to_json(), "cache_read_share": share}}
+        print(json.dumps(summary), file=out)
+        return
+    print(style(f"agent {cm.namespace}, branch {record.ref.name}: usage", DIM, color), file=out)
+    header = ("turn", "#seq", "opened by", "calls", "input", "cache read", "cache write", "output")
+    rows = [
+        (
+            str(number),
+            f"#{opener.sequence}" if opener is not None else "-",
+            _snippet(opener),
+            str(n),
+            *(str(value) for value in usage.as_tuple()),
+        )
+        for number, (opener, n, usage) in enumerate(turns, start=1)
+    ]
+    rows.append(("all", "", "", str(calls), *(str(value) for value in total.as_tuple())))
+    for line in table(rows, header):
+        print(line, file=out)
+    print(f"cache read share: {share:.1%} of {total.total_input} input tokens", file=out)
+
+
+def _snippet(message: StoredMessage | None) -> str:
+    if message is None:
+        return "(before the first user message)"
+    text = clean(" ".join(message_text(message).split()))
+    return text if len(text) <= USAGE_SNIPPET_CHARS else text[: USAGE_SNIPPET_CHARS - 1] + "…"
 
 
 def _heading(cm: ContextManager, record: BranchRecord, kind: str | None) -> str:

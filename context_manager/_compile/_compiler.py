@@ -36,9 +36,11 @@ from context_manager._model._head import Head, ThinkingBinding
 from context_manager._model._log import library_logger
 from context_manager._model._messages import MessageId, MessageMeta, StoredMessage
 from context_manager._model._results import CompileResult, ProvenanceEntry, ThinkingStrip
+from context_manager._model._usage import reply_extra
 from context_manager._reasoning._capture import ReasoningCapture
 from context_manager._store._protocol import Lineage, Release, Store
 
+from ._caching import Caching, place_breakpoints
 from ._fold import (
     SUMMARY_KIND,
     FoldRequest,
@@ -62,6 +64,7 @@ from ._render import (
 from ._selection import jump_anchor, required_tokens
 from ._shed import plan_shed
 from ._strategies import Fold, Strategy, Window
+from ._tokens import request_tokens
 
 log = library_logger("context_manager.compile")
 
@@ -121,6 +124,7 @@ class CompileHost(Protocol):
     binding: ThinkingBinding
     strategy: Strategy
     estimator: Callable[[Any], int]
+    caching: Caching
     reasoning: ReasoningCapture | None
     token: str
 
@@ -287,6 +291,7 @@ class Compiler:
             provenance[inflight.index] = inflight.entry
             put_back = frozenset(inflight.put_back)
             end_predecessor = last_signature(body["messages"])
+        body = place_breakpoints(body, m.caching)
         entries = [
             e for e in _report_entries(state, record) if (e.message_id, e.block) not in put_back
         ]
@@ -304,7 +309,8 @@ class Compiler:
             thinking_strip=strip,
             compile_id=compile_id,
             dry=dry_run,
-            tokens=state.total_tokens + self._head_tokens(head),
+            tokens=request_tokens(m.estimator, body)
+            or state.total_tokens + self._head_tokens(head),
             branch=key,
             namespace=m.namespace,
             head_digests=dict(head.digests),
@@ -709,7 +715,7 @@ class Compiler:
             result.branch,
             "assistant",
             blocks,
-            MessageMeta(),
+            MessageMeta(extra=reply_extra(message)),
             stamp=stamp,
             signatures=signatures,
         )

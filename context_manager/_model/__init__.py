@@ -82,6 +82,7 @@ from ._results import (
     StripCause,
     ThinkingStrip,
 )
+from ._usage import USAGE_FIELDS, USAGE_KEY, CallUsage, reply_extra, usage_of
 
 __all__ = [
     "CACHE_CONTROL_KEY",
@@ -90,6 +91,8 @@ __all__ = [
     "REASONING_LOSS_KIND",
     "ROLES",
     "THINKING_TYPES",
+    "USAGE_FIELDS",
+    "USAGE_KEY",
     "AgentBusy",
     "AgentNotFound",
     "AgentNotRegistered",
@@ -97,6 +100,7 @@ __all__ = [
     "BranchExists",
     "BranchInUse",
     "BranchNotFound",
+    "CallUsage",
     "CommandLineError",
     "CompileResult",
     "ContextManagerError",
@@ -142,9 +146,11 @@ __all__ = [
     "first_text",
     "is_thinking",
     "library_logger",
+    "reply_extra",
     "signature_digest",
     "signature_of",
     "strip_cache_control",
     "to_block",
     "to_blocks",
+    "usage_of",
 ]

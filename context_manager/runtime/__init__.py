@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from ._agent import Agent, Turn, TurnResult
+from ._agent import CALL_USAGE_EVENT, Agent, Turn, TurnResult
 from ._calls import RetryPolicy
 from ._runtime import Runtime, check_agent_name
 from ._tools import ToolCall, ToolFunction
 
 __all__ = [
+    "CALL_USAGE_EVENT",
     "Agent",
     "RetryPolicy",
     "Runtime",

@@ -27,6 +27,7 @@ from context_manager._model._head import Head, ThinkingBinding
 from context_manager._model._log import library_logger
 from context_manager._model._messages import REASONING_LOSS_KIND, MessageId, MessageMeta
 from context_manager._model._results import CompileResult
+from context_manager._model._usage import CallUsage, usage_of
 from context_manager._reasoning._capture import ReasoningCapture
 from context_manager._store._protocol import branch_key
 from notices import ReasoningLossTeller, TurnState
@@ -42,6 +43,10 @@ INTERRUPTED_TEXT = "This tool call was interrupted before it finished; run it ag
 MAX_CALLS_PER_TURN = 200
 """A runaway tool loop stops here rather than calling the model forever."""
 
+CALL_USAGE_EVENT = "call_usage"
+"""The structured event (info) each model call logs: agent, branch, compile id, and its input,
+cache read, cache write and output tokens."""
+
 
 @attrs.frozen
 class Turn:
@@ -53,16 +58,24 @@ class Turn:
 
 @attrs.frozen
 class TurnResult:
-    """What a turn stored: replies, tool calls, notices, and why it stopped.
+    """What a turn stored: replies, tool calls, notices, why it stopped, and each call's usage.
 
     ``replies`` and ``notices`` are stored message ids (read a notice's text with
-    ``agent.context.get_message(id).content[0].text``).
+    ``agent.context.get_message(id).content[0].text``). ``usage[k]`` is the usage of the call
+    that produced ``replies[k]`` (zeros when the provider reported none); ``total_usage`` sums
+    them.
     """
 
     replies: tuple[MessageId, ...]
     tool_calls: tuple[ToolCall, ...]
     notices: tuple[MessageId, ...]
     stop_reason: str | None
+    usage: tuple[CallUsage, ...] = ()
+
+    @property
+    def total_usage(self) -> CallUsage:
+        """The turn's tokens: uncached input, cache reads, cache writes and output, summed."""
+        return CallUsage.total(self.usage)
 
 
 @attrs.define(eq=False)
@@ -311,6 +324,7 @@ class Agent:
         replies: list[MessageId] = []
         calls: list[ToolCall] = []
         notices: list[MessageId] = list(stored)
+        usage: list[CallUsage] = []
         stop_reason: str | None = None
         for _ in range(MAX_CALLS_PER_TURN):
             result = await cm.compile_async(self.head)
@@ -322,6 +336,7 @@ class Agent:
                 retry=self._retry,
             )
             replies.append(cm.record_reply(message, result))
+            usage.append(self._log_usage(message, result))
             self._tell_drops(message, result)
             stop_reason = getattr(message, "stop_reason", None)
             uses = [b for b in to_blocks(message) if isinstance(b, ToolUseBlock)]
@@ -338,7 +353,22 @@ class Agent:
             log.warning("turn_call_limit", agent=self.name, calls=MAX_CALLS_PER_TURN)
         self._turn = None
         notices.extend(self._flush())
-        return TurnResult(tuple(replies), tuple(calls), tuple(notices), stop_reason)
+        return TurnResult(tuple(replies), tuple(calls), tuple(notices), stop_reason, tuple(usage))
+
+    def _log_usage(self, message: object, result: CompileResult) -> CallUsage:
+        """The call's usage, logged as one ``call_usage`` event (info) for operators."""
+        usage = usage_of(message) or CallUsage()
+        log.info(
+            CALL_USAGE_EVENT,
+            agent=self.name,
+            branch=result.branch,
+            compile_id=result.compile_id,
+            input_tokens=usage.input_tokens,
+            cache_read_input_tokens=usage.cache_read_input_tokens,
+            cache_creation_input_tokens=usage.cache_creation_input_tokens,
+            output_tokens=usage.output_tokens,
+        )
+        return usage
 
 
 def _awaits_answer(messages: Sequence[Any]) -> bool:

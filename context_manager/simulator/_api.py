@@ -52,7 +52,8 @@ SIGNED_TYPES = (THINKING, REDACTED_THINKING)
 """Block types whose signature binds them to their prefix (redacted blocks sign ``data``)."""
 
 MESSAGES_PATH = "/v1/messages"
-"""The one endpoint the simulator serves (``?beta=true`` is accepted and ignored)."""
+"""The messages endpoint (``?beta=true`` is accepted and ignored); ``_count.COUNT_PATH`` is the
+other one the simulator serves."""
 
 
 def block_path(i: int, j: int) -> str:

@@ -45,11 +45,14 @@ class InvalidRequest(SimulatedApiError, ValueError):
 
 
 class NotFound(SimulatedApiError, LookupError):
-    """The path is not an endpoint the simulator serves (only ``POST /v1/messages``)."""
+    """The path is not an endpoint the simulator serves (``POST /v1/messages`` and
+    ``POST /v1/messages/count_tokens``)."""
 
     def __init__(self, method: str, path: str) -> None:
         super().__init__(
-            404, "not_found_error", f"{method} {path} is not served; use POST /v1/messages"
+            404,
+            "not_found_error",
+            f"{method} {path} is not served; use POST /v1/messages or /v1/messages/count_tokens",
         )
 
 

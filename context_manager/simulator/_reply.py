@@ -211,12 +211,6 @@ def estimate_tokens(value: Any) -> int:
     return max(1, math.ceil(len(canonical_json(value)) / CHARS_PER_TOKEN))
 
 
-def input_tokens(request: Mapping[str, Any]) -> int:
-    """Input tokens of the request as the model saw it (dropped blocks already removed)."""
-    seen = {name: request[name] for name in ("system", "tools", "messages") if name in request}
-    return estimate_tokens(seen)
-
-
 def output_tokens(content: Iterable[Mapping[str, Any]]) -> int:
     """Output tokens of the reply content; signatures are not counted (they are not output)."""
     unsigned = [

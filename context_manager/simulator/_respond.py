@@ -15,10 +15,10 @@ from typing import Any
 import attrs
 
 from ._api import BINDING_BETA, THINKING_DROPPED, THINKING_MISMATCH_ALLOWED
+from ._count import count_input
 from ._reply import (
     Script,
     display_omitted,
-    input_tokens,
     is_signed,
     message_dict,
     run_script,
@@ -109,7 +109,7 @@ def answer(
         message_id=new_id("msg"),
         model=str(body["model"]),
         content=content,
-        usage_in=input_tokens(seen),
+        usage_in=count_input(body, walked.messages),
         transformations=report,
     )
     unoffered = tuple(

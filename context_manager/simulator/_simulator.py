@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import anthropic
@@ -20,6 +21,8 @@ import httpx2
 import structlog
 
 from ._api import DROP_MODE, MESSAGES_PATH, PREFIX_MISMATCH, SIGNED_TYPES
+from ._cache import DEFAULT_MIN_TOKENS, PromptCache
+from ._count import COUNT_PATH, answer_count, items
 from ._errors import InvalidRequest, NotFound, SimulatedApiError
 from ._faults import Faults
 from ._http import VERSION_HEADER, HttpReply, betas_of, error_reply, json_reply, sse_reply
@@ -105,6 +108,9 @@ class Simulator:
             to extend it.
         organization: the organization requests are made under (settable later).
         end_user: the end user requests are made for (settable later).
+        clock: seconds, monotonic, for the prompt cache's TTLs (default ``time.monotonic``;
+            pass your own to move time in a test).
+        cache_min_tokens: the shortest prefix the prompt cache stores (``_cache``).
 
     Example:
         ``sim = Simulator(); async with sim.client() as client: await client.beta.messages
@@ -122,6 +128,8 @@ class Simulator:
         system_message_models: Iterable[str] | None = None,
         organization: str = DEFAULT_ORGANIZATION,
         end_user: str = "",
+        clock: Callable[[], float] | None = None,
+        cache_min_tokens: int = DEFAULT_MIN_TOKENS,
     ) -> None:
         if not key:
             raise ValueError("key must be non-empty bytes")
@@ -138,8 +146,11 @@ class Simulator:
         """Models that accept mid-conversation system messages (a frozenset of ids)."""
         self._lock = threading.Lock()
         self._calls: list[Call] = []
+        self._counts: list[Call] = []
         self._faults = Faults()
         self._issued = IssuedReplies()
+        self.cache = PromptCache(clock or time.monotonic, min_tokens=cache_min_tokens)
+        """The prompt cache (``_cache.PromptCache``): prefixes written at breakpoints."""
 
     # Identity ----------------------------------------------------------------------------------
 
@@ -172,6 +183,12 @@ class Simulator:
         """Every answered request with a parseable body, oldest first (a copy)."""
         with self._lock:
             return list(self._calls)
+
+    @property
+    def count_calls(self) -> list[Call]:
+        """Every ``count_tokens`` request with a parseable body, oldest first (a copy)."""
+        with self._lock:
+            return list(self._counts)
 
     @property
     def requests(self) -> list[dict[str, Any]]:
@@ -309,14 +326,21 @@ class Simulator:
         headers = {name.lower(): value for name, value in headers.items()}
         parsed: dict[str, Any] | None = None
         betas: frozenset[str] = frozenset()
+        dropped: tuple[BlockCheck, ...] = ()
+        unoffered: tuple[str, ...] = ()
+        endpoint = path.split("?")[0]
         try:
-            if method != "POST" or path.split("?")[0] != MESSAGES_PATH:
+            if method != "POST" or endpoint not in (MESSAGES_PATH, COUNT_PATH):
                 raise NotFound(method, path)
             if VERSION_HEADER not in headers:
                 raise InvalidRequest(f"{VERSION_HEADER}: header is required")
             parsed = parse_body(body)
             betas = betas_of(headers)
-            reply, response, dropped, unoffered = self._answer(parsed, betas, request_id)
+            if endpoint == COUNT_PATH:
+                response = self._count(parsed, betas)
+                reply = json_reply(200, response, request_id)
+            else:
+                reply, response, dropped, unoffered = self._answer(parsed, betas, request_id)
         except SimulatedApiError as err:
             logger.info(
                 "simulator_refused", status=err.status, error=err.error_type, why=err.message
@@ -337,8 +361,22 @@ class Simulator:
                 unoffered,
             )
             with self._lock:
-                self._calls.append(call)
+                (self._counts if endpoint == COUNT_PATH else self._calls).append(call)
         return reply
+
+    def _count(self, body: dict[str, Any], betas: frozenset[str]) -> dict[str, Any]:
+        def check_issued(checked: dict[str, Any]) -> None:
+            with self._lock:
+                self._issued.check(checked)
+
+        return answer_count(
+            body,
+            betas,
+            verifier=self._verifier,
+            enforced=self.enforced,
+            system_message_models=self.system_message_models,
+            check_issued=check_issued,
+        )
 
     def _answer(
         self, body: dict[str, Any], betas: frozenset[str], request_id: str
@@ -361,8 +399,10 @@ class Simulator:
             knobs=knobs,
             new_id=new_id,
         )
+        positions = items(body, result.walk.messages, organization=verifier.organization)
         with self._lock:
             self._issued.remember(result.message["content"])
+            result.message["usage"].update(self.cache.process(positions).usage_fields())
         dropped = result.walk.dropped
         unoffered = result.unoffered_calls
         if unoffered:
@@ -441,4 +481,5 @@ class Simulator:
         with self._lock:
             self._faults._check()
             self._issued._check()
+            self.cache._check()
             assert all(isinstance(call.response, dict) for call in self._calls)

@@ -19,6 +19,7 @@ from ._api import (
     REDACTED_THINKING,
     THINKING,
 )
+from ._cache import check_markers
 from ._errors import InvalidRequest
 from ._models import SYSTEM_MESSAGE_MODELS
 from ._system import check_system_messages
@@ -98,6 +99,7 @@ def validate_request(
         _check_thinking(body["thinking"], max_tokens, betas)
     _check_messages(body["messages"], betas)
     check_system_messages(body, betas, system_message_models)
+    check_markers(body)
 
 
 def _no_nulls(value: Any, path: str) -> None:

@@ -11,6 +11,9 @@ import asyncio
 import attrs
 
 from context_manager import (
+    ApiTokenCounter,
+    Caching,
+    CallUsage,
     CompileResult,
     ContextManager,
     Fold,
@@ -66,6 +69,10 @@ async def main() -> None:
     print(key, sequence + 1, branch_key(cm.current_branch()))
     print([m.metadata.kind for m in cm.messages(kind="reasoning-loss")])
     ContextManager.open(MemoryStore(), strategy=Window(max_tokens=10_000))
+    counted = ContextManager.open(
+        MemoryStore(), caching=Caching(ttl="1h"), estimator=ApiTokenCounter(sim.sync_client())
+    )
+    print(counted.compile(head).tokens)
     ContextManager.open(
         MemoryStore(), strategy=Fold(lambda ms: f"{len(ms)} messages", trigger_tokens=50_000)
     )
@@ -78,6 +85,8 @@ async def main() -> None:
     ada = runtime.register(Agent(name="ada", head=head))
     turn: TurnResult = await ada.run_turn("what changed?")
     print(turn.replies, turn.stop_reason)
+    spent: CallUsage = turn.total_usage
+    print(spent.cache_read_input_tokens, [u.output_tokens for u in turn.usage])
     ada.head = attrs.evolve(ada.head, tools=[])
     print(ada.context.current_branch_key())
     print(reasoning_loss_line("ada", "count", count=1))
