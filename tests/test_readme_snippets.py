@@ -1,4 +1,4 @@
-"""The README's Python snippets run as a new user would paste them (issue 13: "the README's snippets still run").
+"""The README's Python snippets run as a new user would paste them (issue 13).
 
 Each snippet is taken from README.md as it stands, so a README edit that breaks one fails here.
 Snippets that are fragments of a larger program (they use names the README defines in prose)
