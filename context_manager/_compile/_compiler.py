@@ -88,8 +88,11 @@ class BindingRecord:
 
     first_compiled: bool
     releases: dict[MessageId, Release]
+    """Releases of the messages in ``looked_up`` only (read for the window, never the whole
+    branch: one per reply that ever left the window)."""
     anchor: int | None
     left_out: frozenset[tuple[MessageId, int]] = frozenset()
+    looked_up: set[MessageId] = attrs.field(factory=set)
 
     def _check(self) -> None:
         for message_id, release in self.releases.items():
@@ -159,7 +162,7 @@ class Compiler:
     def record_for(self, key: str) -> BindingRecord:
         record = self._records.get(key)
         if record is None:
-            data = self.manager.store.binding_record(self.manager.namespace, key)
+            data = self.manager.store.binding_record(self.manager.namespace, key, releases=False)
             record = BindingRecord(
                 data.first_compiled, dict(data.releases), data.anchor, data.left_out
             )
@@ -430,13 +433,14 @@ class Compiler:
         if any(message.metadata.kind == SUMMARY_KIND for message in new):
             return None
         state = cached[1].copy() if dry_run else cached[1]
-        self._prefetch(new)
+        self._prefetch(new, self.record_for(key), key)
         for message in new:
             render_message(state, ctx, message)
         return state
 
-    def _prefetch(self, messages: Sequence[StoredMessage]) -> None:
-        """Load the stamps ``messages`` need; over the limit, evict the oldest others first.
+    def _prefetch(self, messages: Sequence[StoredMessage], record: BindingRecord, key: str) -> None:
+        """Load the stamps and releases ``messages`` need; over the limit, evict the oldest
+        stamps not needed now first. O(len(messages)), never O(branch).
 
         The stamps of ``messages`` themselves are never evicted here: the render that follows
         reads them (an evicted one would judge valid thinking unstamped).
@@ -454,6 +458,12 @@ class Compiler:
                 del self._stamps[mid]
         if wanted:
             self._stamps.update(self.manager.store.stamps(self.manager.namespace, wanted))
+        unknown = [mid for mid in needed if mid not in record.looked_up]
+        if unknown:
+            record.releases.update(
+                self.manager.store.releases(self.manager.namespace, key, unknown)
+            )
+            record.looked_up.update(unknown)
 
     def _latest_summary(self, lineage: Lineage) -> StoredMessage | None:
         m = self.manager
@@ -482,7 +492,7 @@ class Compiler:
                 start = self._cold_anchor(lineage, base, windowed)
         start = max(base, start or 0)
         messages = m.store.read(m.namespace, lineage, after=start - 1)
-        self._prefetch(messages)
+        self._prefetch(messages, record, m.current_branch_key())
         state = RenderState(chain=CHAIN_SEED, start=start, change_serial=serial)
         if summary is not None:
             state.summary_id = summary.id
