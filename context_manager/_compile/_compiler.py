@@ -11,6 +11,7 @@ observers; a dry compile writes nothing and tells no one.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import inspect
 import uuid
 from collections.abc import Callable, Generator, Sequence
@@ -39,6 +40,7 @@ from context_manager._model._results import CompileResult, ProvenanceEntry, Thin
 from context_manager._reasoning._capture import ReasoningCapture
 from context_manager._store._protocol import Lineage, Release, Store
 
+from . import _resident
 from ._fold import (
     SUMMARY_KIND,
     FoldRequest,
@@ -50,6 +52,7 @@ from ._fold import (
 )
 from ._inflight import Restored, inflight_index, restore_inflight
 from ._render import (
+    Pieces,
     RenderContext,
     RenderState,
     Span,
@@ -111,6 +114,34 @@ class _CacheKey:
     erasures: int
 
 
+@attrs.define
+class _WindowMemo:
+    """What a branch's last render read, kept for the next re-render (a head change, a window
+    jump, a fold): the stored messages from ``start`` on and their encoded blocks. Valid while
+    the lineage and the store's change serial are the same (stored messages are immutable
+    otherwise)."""
+
+    lineage: Lineage
+    serial: int
+    start: int
+    messages: list[StoredMessage]
+    pieces: Pieces
+    nbytes: int = 0
+    """The encoded blocks' bytes (what the per-process bound counts)."""
+
+    def last(self) -> int:
+        return self.messages[-1].sequence if self.messages else self.start - 1
+
+
+def _piece_bytes(pieces: Pieces, messages: Sequence[StoredMessage]) -> int:
+    total = 0
+    for message in messages:
+        for piece in pieces.get(message.id, ()):
+            if piece is not None:
+                total += len(piece[1])
+    return total
+
+
 class CompileHost(Protocol):
     """What the compiler reads from the facade that owns it (``ContextManager`` is one).
 
@@ -146,14 +177,22 @@ class Compiler:
         self._states: dict[str, tuple[_CacheKey, RenderState]] = {}
         self._records: dict[str, BindingRecord] = {}
         self._stamps: dict[MessageId, dict[str, Any]] = {}
+        self._windows: dict[str, _WindowMemo] = {}
         self.stamp_cache_limit = STAMP_CACHE_LIMIT
         """Stamps kept in memory; the oldest not needed by the current render go first."""
 
     # cache control
     def forget(self, key: str) -> None:
         """Drop everything held for branch ``key`` (it was deleted)."""
-        self._states.pop(key, None)
+        self.drop_render(key)
         self._records.pop(key, None)
+        _resident.forget(self, key)
+
+    def drop_render(self, key: str) -> None:
+        """Drop branch ``key``'s cached render (the per-process bound evicted it); its next
+        compile re-renders the window from the store."""
+        self._states.pop(key, None)
+        self._windows.pop(key, None)
 
     def invalidate(self, key: str) -> None:
         """Re-read branch ``key``'s binding record and re-render it at the next compile."""
@@ -275,6 +314,9 @@ class Compiler:
                 if anchor is not None and anchor != state.start:
                     state = self._full_render(ctx, lineage, record, serial, start=anchor)
 
+        memo = self._windows.get(key)
+        if memo is not None:
+            _resident.note(self, key, memo.nbytes)
         compile_id = f"cmp_{uuid.uuid4().hex[:16]}"
         inflight = self._inflight(state)
         body, end_chain = self._request(head, state)
@@ -434,8 +476,22 @@ class Compiler:
             return None
         state = cached[1].copy() if dry_run else cached[1]
         self._prefetch(new, self.record_for(key), key)
+        memo = self._windows.get(key)
+        if (
+            memo is not None
+            and memo.serial == serial
+            and memo.lineage == lineage
+            and memo.last() == cached[1].last_sequence
+        ):
+            memo.messages.extend(new)
+            ctx = attrs.evolve(ctx, pieces=memo.pieces)
+        else:
+            self._windows.pop(key, None)
+            memo = None
         for message in new:
             render_message(state, ctx, message)
+        if memo is not None:
+            memo.nbytes += _piece_bytes(memo.pieces, new)
         return state
 
     def _prefetch(self, messages: Sequence[StoredMessage], record: BindingRecord, key: str) -> None:
@@ -491,15 +547,42 @@ class Compiler:
             else:
                 start = self._cold_anchor(lineage, base, windowed)
         start = max(base, start or 0)
-        messages = m.store.read(m.namespace, lineage, after=start - 1)
-        self._prefetch(messages, record, m.current_branch_key())
+        key = m.current_branch_key()
+        memo = self._read_window(key, lineage, start, serial)
+        messages = memo.messages
+        self._prefetch(messages, record, key)
+        ctx = attrs.evolve(ctx, pieces=memo.pieces)
         state = RenderState(chain=CHAIN_SEED, start=start, change_serial=serial)
         if summary is not None:
             state.summary_id = summary.id
             render_text_prefix(state, ctx, summary, "summary")
         for message in messages:
             render_message(state, ctx, message)
+        memo.nbytes = _piece_bytes(memo.pieces, messages)
         return state
+
+    def _read_window(self, key: str, lineage: Lineage, start: int, serial: int) -> _WindowMemo:
+        """The stored messages from ``start`` on: what the last render read is reused, only
+        newer messages are read (O(new)), or the window when that does not cover ``start``."""
+        m = self.manager
+        memo = self._windows.get(key)
+        pieces: Pieces = {}
+        if memo is not None and memo.serial == serial and memo.lineage == lineage:
+            pieces = memo.pieces
+            if memo.start <= start:
+                newer = m.store.read(m.namespace, lineage, after=memo.last())
+                messages = [*memo.messages, *newer]
+            else:
+                messages = m.store.read(m.namespace, lineage, after=start - 1)
+        else:
+            messages = m.store.read(m.namespace, lineage, after=start - 1)
+        first = bisect.bisect_left(messages, start, key=lambda msg: msg.sequence)
+        messages = messages[first:]
+        if pieces:
+            pieces = {msg.id: pieces[msg.id] for msg in messages if msg.id in pieces}
+        memo = _WindowMemo(lineage, serial, start, messages, pieces)
+        self._windows[key] = memo
+        return memo
 
     def _cold_anchor(self, lineage: Lineage, base: int, limit: tuple[int, int]) -> int:
         """A window start found from the newest message backwards, reading O(window).
