@@ -14,6 +14,7 @@ from ._binding._drops import (
     parse_input_transformations,
     place_thinking_drops,
 )
+from ._compile._resident import render_cache_bytes, render_cache_limit, set_render_cache_limit
 from ._compile._strategies import Fold, Passthrough, Window, estimate_tokens
 from ._manager import ContextManager
 from ._model._content import (
@@ -129,5 +130,8 @@ __all__ = [
     "parse_input_transformations",
     "place_thinking_drops",
     "read_reasoning",
+    "render_cache_bytes",
+    "render_cache_limit",
+    "set_render_cache_limit",
     "warn_if_reasoning_unconfigured",
 ]

@@ -562,6 +562,10 @@ def _branch(row: Sequence[Any], *, deleted: bool = False) -> BranchRecord:
     )
 
 
+_PLAIN_META = json.dumps(MessageMeta().to_json())
+"""How the metadata of most messages is stored (nothing set): read without decoding."""
+
+
 def _message(row: Sequence[Any]) -> StoredMessage:
     message_id, sequence, branch, role, content, meta, created_at = row
     return StoredMessage(
@@ -570,6 +574,6 @@ def _message(row: Sequence[Any]) -> StoredMessage:
         branch=branch,
         role=role,
         content=blocks_from_wire(json.loads(content)),
-        metadata=MessageMeta.from_json(json.loads(meta)),
+        metadata=MessageMeta() if meta == _PLAIN_META else MessageMeta.from_json(json.loads(meta)),
         created_at=dt.datetime.fromisoformat(created_at),
     )
