@@ -11,6 +11,7 @@ import pytest
 
 from context_manager import (
     ContextManager,
+    Fold,
     Head,
     MemoryStore,
     Store,
@@ -134,3 +135,21 @@ def test_releases_are_read_for_the_message_ids_asked(store: Store) -> None:
     assert found[replies[0]].from_block == 0
     assert store.binding_record("ada", key, releases=False).releases == {}
     assert {replies[0], replies[2]} == set(store.binding_record("ada", key).releases)
+
+
+def test_a_fold_planned_from_the_kept_window_sends_what_a_fresh_manager_sends() -> None:
+    def summarize(covered: object) -> str:
+        return "What happened so far."
+
+    store = MemoryStore()
+    grower = ContextManager.open(store, namespace="ada", binding=BINDING)
+    _grow(grower, 12)
+    fold = Fold(summarize, trigger_tokens=1, keep_tokens=40)
+    warm = ContextManager.open(store, namespace="ada", binding=BINDING)
+    warm.compile(HEAD)
+    warm.strategy = fold
+
+    folded = warm.compile(HEAD, dry_run=True)
+    fresh = ContextManager.open(store, namespace="ada", binding=BINDING, strategy=fold)
+
+    assert _bytes(fresh.compile(HEAD, dry_run=True).request) == _bytes(folded.request)

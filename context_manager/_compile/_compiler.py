@@ -286,7 +286,7 @@ class Compiler:
 
         strategy = m.strategy
         fold = (
-            self._plan_fold(state, strategy, lineage)
+            self._plan_fold(state, strategy, lineage, key, serial)
             if isinstance(strategy, Fold) and state.total_tokens > strategy.trigger_tokens
             else None
         )
@@ -620,12 +620,12 @@ class Compiler:
         return anchor if anchor is not None else base
 
     def _plan_fold(
-        self, state: RenderState, strategy: Fold, lineage: Lineage
+        self, state: RenderState, strategy: Fold, lineage: Lineage, key: str, serial: int
     ) -> FoldRequest | None:
         m = self.manager
         window = [
             msg
-            for msg in m.store.read(m.namespace, lineage, after=state.start - 1)
+            for msg in self._read_window(key, lineage, state.start, serial).messages
             if msg.metadata.kind != SUMMARY_KIND
         ]
         previous = m.store.get(m.namespace, state.summary_id) if state.summary_id else None
