@@ -178,6 +178,8 @@ class Compiler:
         self._records: dict[str, BindingRecord] = {}
         self._stamps: dict[MessageId, dict[str, Any]] = {}
         self._windows: dict[str, _WindowMemo] = {}
+        self._heads: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+        self._heads_models: dict[str, str] = {}
         self.stamp_cache_limit = STAMP_CACHE_LIMIT
         """Stamps kept in memory; the oldest not needed by the current render go first."""
 
@@ -193,6 +195,9 @@ class Compiler:
         compile re-renders the window from the store."""
         self._states.pop(key, None)
         self._windows.pop(key, None)
+        if not self._states:  # nothing rendered is kept: neither are the stamps it judged by
+            self._stamps.clear()
+            self._heads.clear()
 
     def invalidate(self, key: str) -> None:
         """Re-read branch ``key``'s binding record and re-render it at the next compile."""
@@ -513,13 +518,27 @@ class Compiler:
             for mid in [k for k in self._stamps if k not in keep][:overflow]:
                 del self._stamps[mid]
         if wanted:
-            self._stamps.update(self.manager.store.stamps(self.manager.namespace, wanted))
+            loaded = self.manager.store.stamps(self.manager.namespace, wanted)
+            for stamp in loaded.values():
+                self._share_head(stamp)
+            self._stamps.update(loaded)
         unknown = [mid for mid in needed if mid not in record.looked_up]
         if unknown:
             record.releases.update(
                 self.manager.store.releases(self.manager.namespace, key, unknown)
             )
             record.looked_up.update(unknown)
+
+    def _share_head(self, stamp: dict[str, Any]) -> None:
+        """Let stamps made under one head share one ``head`` dict (and model string): a window's
+        stamps mostly repeat them, and each copy costs more than the stamp's own seals."""
+        head = stamp.get("head")
+        if isinstance(head, dict) and all(isinstance(v, str) for v in head.values()):
+            shared = self._heads.setdefault(tuple(sorted(head.items())), head)
+            stamp["head"] = shared
+        model = stamp.get("model")
+        if isinstance(model, str):
+            stamp["model"] = self._heads_models.setdefault(model, model)
 
     def _latest_summary(self, lineage: Lineage) -> StoredMessage | None:
         m = self.manager
