@@ -3,6 +3,7 @@ the least recently compiled branch's render, and releases are read for the windo
 
 from __future__ import annotations
 
+import gc
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -153,3 +154,16 @@ def test_a_fold_planned_from_the_kept_window_sends_what_a_fresh_manager_sends() 
     fresh = ContextManager.open(store, namespace="ada", binding=BINDING, strategy=fold)
 
     assert _bytes(fresh.compile(HEAD, dry_run=True).request) == _bytes(folded.request)
+
+
+def test_a_manager_that_is_gone_no_longer_counts_against_the_bound() -> None:
+    cm = ContextManager.open(MemoryStore(), namespace="ada", binding=BINDING)
+    _grow(cm, 6)
+    cm.compile(HEAD)
+    held = render_cache_bytes()
+    assert held > 0
+
+    del cm
+    gc.collect()
+
+    assert render_cache_bytes() < held

@@ -12,15 +12,17 @@ import functools
 import gc
 import threading
 import weakref
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import ParamSpec, Protocol, TypeVar
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
-DEFAULT_RENDER_CACHE_BYTES = 256 * 2**20
-"""The default bound: 256 MiB of rendered request bytes (about 230 windows of 1.1 MB)."""
+DEFAULT_RENDER_CACHE_BYTES = 64 * 2**20
+"""The default bound: 64 MiB of rendered request bytes (about 60 windows of 1.1 MB). What is
+counted is the encoded blocks' bytes; the process holds several times that in Python objects
+for the same renders (the benchmark's ``cache_bytes_per_agent`` measures the factor)."""
 
 
 class Holder(Protocol):
@@ -34,6 +36,8 @@ _entries: OrderedDict[tuple[int, str], tuple[weakref.ref[Holder], int]] = Ordere
 _total = 0
 _limit = DEFAULT_RENDER_CACHE_BYTES
 _watched: set[int] = set()
+_departed: deque[int] = deque()
+"""Holders gone since the last sweep (appended by their finalizers, without the lock)."""
 
 
 def set_render_cache_limit(limit_bytes: int) -> None:
@@ -48,6 +52,7 @@ def set_render_cache_limit(limit_bytes: int) -> None:
     if limit_bytes < 0:
         raise ValueError(f"the render cache limit must be 0 or more bytes, got {limit_bytes!r}")
     with _lock:
+        _sweep()
         _limit = limit_bytes
         victims = _evict()
     _drop(victims)
@@ -60,7 +65,9 @@ def render_cache_limit() -> int:
 
 def render_cache_bytes() -> int:
     """The bytes of cached renders this process keeps now."""
-    return _total
+    with _lock:
+        _sweep()
+        return _total
 
 
 def note(holder: Holder, key: str, size: int) -> None:
@@ -69,6 +76,7 @@ def note(holder: Holder, key: str, size: int) -> None:
     global _total
     owner = id(holder)
     with _lock:
+        _sweep()
         if owner not in _watched:
             _watched.add(owner)
             weakref.finalize(holder, _gone, owner)
@@ -108,8 +116,16 @@ def _drop(victims: list[tuple[weakref.ref[Holder], str]]) -> None:
 
 
 def _gone(owner: int) -> None:
+    # A finalizer: it can run inside ``note`` (a collection started by an allocation there), so
+    # it never takes the lock; the next call under the lock removes the owner's entries.
+    _departed.append(owner)
+
+
+def _sweep() -> None:
+    """Remove the entries of holders that are gone (call with the lock held)."""
     global _total
-    with _lock:
+    while _departed:
+        owner = _departed.popleft()
         _watched.discard(owner)
         for entry in [e for e in _entries if e[0] == owner]:
             _total -= _entries.pop(entry)[1]
