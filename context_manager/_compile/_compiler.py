@@ -545,7 +545,6 @@ class Compiler:
         found = m.store.read(m.namespace, lineage, kind=SUMMARY_KIND, limit=1, newest_first=True)
         return found[0] if found else None
 
-    @_resident.paused_collector
     def _full_render(
         self,
         ctx: RenderContext,

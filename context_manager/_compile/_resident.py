@@ -8,16 +8,10 @@ render; its next compile re-renders it from the store. Process-global, guarded b
 
 from __future__ import annotations
 
-import functools
-import gc
 import threading
 import weakref
 from collections import OrderedDict, deque
-from collections.abc import Callable
-from typing import ParamSpec, Protocol, TypeVar
-
-P = ParamSpec("P")
-R = TypeVar("R")
+from typing import Protocol
 
 DEFAULT_RENDER_CACHE_BYTES = 64 * 2**20
 """The default bound: 64 MiB of rendered request bytes (about 60 windows of 1.1 MB). What is
@@ -129,26 +123,3 @@ def _sweep() -> None:
         _watched.discard(owner)
         for entry in [e for e in _entries if e[0] == owner]:
             _total -= _entries.pop(entry)[1]
-
-
-def paused_collector(build: Callable[P, R]) -> Callable[P, R]:
-    """Run ``build`` with the cyclic garbage collector paused (restored after, as it was).
-
-    A render builds tens of thousands of objects that all stay alive (the cached window); each
-    allocation burst would otherwise start collections that walk the whole heap, every resident
-    agent's cache included, and find nothing to free. Reference counting still frees everything
-    at once; cycles made meanwhile wait for the next collection. The pause is process-wide: a
-    host thread allocating meanwhile is not collected until the render ends (milliseconds).
-    """
-
-    @functools.wraps(build)
-    def paused(*args: P.args, **kwargs: P.kwargs) -> R:
-        if not gc.isenabled():
-            return build(*args, **kwargs)
-        gc.disable()
-        try:
-            return build(*args, **kwargs)
-        finally:
-            gc.enable()
-
-    return paused
