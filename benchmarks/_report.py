@@ -3,8 +3,10 @@
 The top-level keys are a contract (issue 8): ``compile_steady``, ``baseline_full``,
 ``tool_loop_turn``, ``full_window_compile``, ``append_per_second``, ``reopen_seconds``,
 ``told_state_entries``, ``told_state_cap``, ``ratios`` and ``machine``; issue 15 adds
-``shed_kept_blocks``, ``jump_kept_blocks``, ``shed_newest_50`` and ``ratios.shed_vs_jump``.
-Seconds throughout.
+``shed_kept_blocks``, ``jump_kept_blocks``, ``shed_newest_50`` and ``ratios.shed_vs_jump``;
+issue 18 adds ``sdk_create``, ``reopen_by_size``, ``cache_bytes_per_agent`` and the ratios
+``full_window_vs_sdk``, ``reopen_vs_sdk``, ``steady_vs_sdk``, ``reopen_flatness``,
+``cache_bytes_per_agent`` and ``evicted_compile_vs_sdk``. Seconds throughout.
 """
 
 from __future__ import annotations
@@ -36,6 +38,17 @@ CACHE_READ_SHARE_MIN = 0.85
 CACHE_VS_NAIVE_MIN = 1.0
 """The compiler's cache read share over the naive policy's (one breakpoint on the newest
 message): never below it."""
+SDK_LIMITS: dict[str, float] = {
+    "full_window_vs_sdk": 1.0,
+    "reopen_vs_sdk": 1.5,
+    "steady_vs_sdk": 0.05,
+    "reopen_flatness": 1.5,
+    "cache_bytes_per_agent": 2.0,
+    "evicted_compile_vs_sdk": 1.0,
+}
+"""Issue 18's upper bounds: each against the SDK's own ``create()`` of the same request (at the
+tool-loop size), reopen at the largest history over the smallest, and resident memory per agent
+over the request's wire bytes."""
 
 REQUIRED_KEYS = (
     "compile_steady",
@@ -52,6 +65,9 @@ REQUIRED_KEYS = (
     "cache_read_share",
     "cache_read_share_naive",
     "cache_read_share_none",
+    "sdk_create",
+    "reopen_by_size",
+    "cache_bytes_per_agent",
     "ratios",
     "machine",
 )
@@ -108,18 +124,31 @@ def build_report(
     details: Mapping[str, Any],
     shed: Mapping[str, Any],
     cache: Mapping[str, SessionUsage],
+    side_by_side: Mapping[str, Any],
 ) -> dict[str, Any]:
     """Assemble the report; ratios are taken on the smallest and largest sizes measured.
 
     ``cache`` holds the prompt-cache session per policy (``compiler``, ``naive``, ``none``).
+    ``side_by_side``: the figures measured beside the SDK's ``create()`` (``_run`` documents
+    them): ``sdk_create``, ``steady``, ``head_change``, ``evicted_compile``, ``reopen`` by size,
+    ``resident`` (memory), ``size`` and ``request_body_bytes``.
     """
     small, large = min(steady), max(steady)
+    sdk = side_by_side["sdk_create"]
+    reopens = side_by_side["reopen"]
+    resident = side_by_side["resident"]
     ratios = {
         "flatness": steady[large] / steady[small],
         "vs_full": baseline[large] / steady[large],
         "tool_loop": tool_loop / (tool_calls * steady[tool_loop_size]),
         "shed_vs_jump": float(shed["shed_vs_jump"]),
         "cache_vs_naive": _over(cache["compiler"].read_share, cache["naive"].read_share),
+        "full_window_vs_sdk": side_by_side["head_change"] / sdk,
+        "reopen_vs_sdk": reopens[str(side_by_side["size"])] / sdk,
+        "steady_vs_sdk": side_by_side["steady"] / sdk,
+        "reopen_flatness": reopens[str(large)] / reopens[str(small)],
+        "cache_bytes_per_agent": float(resident["cache_bytes_per_agent"]),
+        "evicted_compile_vs_sdk": side_by_side["evicted_compile"] / sdk,
     }
     share = cache["compiler"].read_share
     targets = {
@@ -140,6 +169,10 @@ def build_report(
             "limit": f">= {CACHE_READ_SHARE_MIN:g}",
             "met": share >= CACHE_READ_SHARE_MIN,
         },
+        **{
+            name: {"limit": f"<= {limit:g}", "met": ratios[name] <= limit}
+            for name, limit in SDK_LIMITS.items()
+        },
     }
     return {
         "compile_steady": {str(size): seconds for size, seconds in sorted(steady.items())},
@@ -156,9 +189,13 @@ def build_report(
         "cache_read_share": share,
         "cache_read_share_naive": cache["naive"].read_share,
         "cache_read_share_none": cache["none"].read_share,
+        "sdk_create": sdk,
+        "reopen_by_size": dict(reopens),
+        "cache_bytes_per_agent": ratios["cache_bytes_per_agent"],
         "ratios": ratios,
         "targets": targets,
         "worst_case": {"head_change": head_change, "fold": fold},
+        "side_by_side": dict(side_by_side),
         "told_state": {
             "events": told.events,
             "seconds": told.seconds,
@@ -221,6 +258,12 @@ def table(report: Mapping[str, Any]) -> str:
             f"Reopen at {max(map(int, report['compile_steady'])):,} messages (to first request)",
             _seconds(report["reopen_seconds"]),
         ),
+        *(
+            (f"Reopen at {int(size):,} messages (to first request)", _seconds(seconds))
+            for size, seconds in report["reopen_by_size"].items()
+            if int(size) != max(map(int, report["compile_steady"]))
+        ),
+        *_side_by_side_rows(report["side_by_side"]),
         (
             f"Told state after {report['told_state']['events']:,} teller events",
             f"{report['told_state_entries']:,} entries (cap {report['told_state_cap']:,})",
@@ -282,6 +325,28 @@ def table(report: Mapping[str, Any]) -> str:
         )
     )
     return "\n".join(lines)
+
+
+def _side_by_side_rows(side: Mapping[str, Any]) -> list[tuple[str, str]]:
+    at = f"at {side['size']:,} messages"
+    resident = side["resident"]
+    return [
+        (
+            f"SDK `beta.messages.create()` of the same request {at} "
+            f"({side['request_body_bytes'] / 2**20:.2f} MiB body, mock transport)",
+            _seconds(side["sdk_create"]),
+        ),
+        (f"Steady compile {at}", _seconds(side["steady"])),
+        (f"Full-window compile: head change {at}", _seconds(side["head_change"])),
+        (
+            f"First compile after the cached render was dropped {at}",
+            _seconds(side["evicted_compile"]),
+        ),
+        (
+            f"Memory per resident agent {at} ({resident['agents']} agents, RSS growth)",
+            f"{resident['rss_growth_per_agent'] / 2**20:.2f} MiB",
+        ),
+    ]
 
 
 def _row(cells: tuple[str, ...]) -> str:

@@ -24,13 +24,16 @@ from ._history import History, mean_message_tokens
 from ._places import DatabasePlace, FilePlace, Place
 from ._quiet import quiet_logging
 from ._report import build_report
+from ._resident import resident_memory
 from ._scenarios import (
     baseline_compile,
+    evicted_compile,
     fold_compile,
     head_change_compile,
     steady_and_tool_loop,
     window_size,
 )
+from ._sdk import sdk_create
 from ._shed import shedding
 from ._storage import append_throughput, reopen
 from ._timing import clock, median, spread, timed
@@ -57,9 +60,11 @@ class Config:
         worst_repeats: repetitions of each worst case (a whole window re-rendered each).
         baseline_repeats: repetitions of the full-recompile baseline (O(history) each).
         loop_repeats: tool-loop turns.
-        reopen_repeats: reopens of the largest history.
+        reopen_repeats: reopens of each history size.
         tool_calls: model calls per tool-loop turn.
-        tool_loop_size: the history size (one of ``sizes``) the tool loop runs at.
+        tool_loop_size: the history size (one of ``sizes``) the tool loop runs at; the SDK's
+            own ``create()`` and the ratios against it (issue 18) are measured there too.
+        sdk_repeats: ``client.beta.messages.create`` calls timed on the same request.
         appends: durable appends timed for the throughput figure.
         teller_events: events fed to the long-lived agent's teller.
         seed: fixes every history and event stream.
@@ -78,6 +83,7 @@ class Config:
     reopen_repeats: int = 7
     tool_calls: int = 50
     tool_loop_size: int = 10_000
+    sdk_repeats: int = 21
     appends: int = 1_000
     teller_events: int = 1_000_000
     seed: int = 20_260_801
@@ -106,6 +112,7 @@ class Config:
             baseline_repeats=3,
             loop_repeats=9,
             reopen_repeats=3,
+            sdk_repeats=9,
             appends=200,
             quick=True,
             cache_session=CacheConfig(turns=100, tool_changes=(30, 70), fold_at=50),
@@ -124,6 +131,7 @@ class Config:
             reopen_repeats=1,
             tool_calls=4,
             tool_loop_size=80,
+            sdk_repeats=2,
             shed_messages=400,
             appends=3,
             teller_events=3_000,
@@ -252,12 +260,30 @@ def _run(config: Config, place: Place, progress: Progress | None, work: Path) ->
     fold = median(
         fold_compile(folder, config.worst_repeats, keep_tokens=window_tokens // FOLD_KEEP_SHARE)
     )
+    at = config.tool_loop_size
+    say(f"side by side at {at:,}: the SDK's create(), a head change, a compile after eviction")
+    request = probes[at].cm.compile(probes[at].head, dry_run=True).request
+    sdk_samples, body_bytes = sdk_create(request, config.sdk_repeats)
+    head_change_at = median(head_change_compile(probes[at], config.worst_repeats))
+    evicted = median(evicted_compile(probes[at], config.worst_repeats))
     for probe in probes.values():
         probe.store.close()
 
     say(f"store: {config.appends:,} durable appends, reopen at {largest:,}")
     appends = append_throughput(place.open, config.appends)
-    reopened = median(reopen(place.open, AGENT, strategy, history.head, config.reopen_repeats))
+    places = {size: copies.get(size, place) for size in config.sizes}
+    reopens = {
+        size: median(
+            reopen(places[size].open, AGENT, strategy, history.head, config.reopen_repeats)
+        )
+        for size in sorted(config.sizes)
+    }
+    reopened = reopens[largest]
+    say(f"resident agents: memory of compiled windows at {at:,}, in a child process")
+    with concurrent.futures.ProcessPoolExecutor(
+        max_workers=1, mp_context=multiprocessing.get_context("spawn")
+    ) as child:
+        resident = child.submit(resident_memory, places[at], AGENT, strategy, history.head).result()
     say(f"shedding: two {config.shed_messages:,}-message histories under a third of their tokens")
     shed = shedding(config.shed_messages)
     cache = cache_sessions(config.cache_session, work, say)
@@ -275,6 +301,16 @@ def _run(config: Config, place: Place, progress: Progress | None, work: Path) ->
         reopen_seconds=reopened,
         told=told,
         cache=cache,
+        side_by_side={
+            "size": at,
+            "sdk_create": median(sdk_samples),
+            "request_body_bytes": body_bytes,
+            "steady": median(steady[at]),
+            "head_change": head_change_at,
+            "evicted_compile": evicted,
+            "reopen": {str(size): seconds for size, seconds in reopens.items()},
+            "resident": resident,
+        },
         details={
             "window_tokens": window_tokens,
             "window": windows,

@@ -170,3 +170,20 @@ def window_size(history: History) -> dict[str, Any]:
         "request_messages": len(result.request["messages"]),
         "tokens": result.tokens,
     }
+
+
+def evicted_compile(history: History, repeats: int) -> list[float]:
+    """The first compile after the branch's cached render was dropped: the window re-rendered.
+
+    Each repetition drops the manager's cache for the branch (as the per-process bound does for
+    an idle branch), then times one committing compile with nothing new stored.
+    """
+    settle()
+    cm = history.cm
+    samples: list[float] = []
+    for index in range(WARMUP + repeats):
+        cm.forget_cache(cm.current_branch_key())
+        seconds, _ = timed(lambda: cm.compile(history.head))
+        if index >= WARMUP:
+            samples.append(seconds)
+    return samples

@@ -15,6 +15,7 @@ from ._binding._drops import (
     place_thinking_drops,
 )
 from ._compile._caching import Caching
+from ._compile._resident import render_cache_bytes, render_cache_limit, set_render_cache_limit
 from ._compile._strategies import Fold, Passthrough, Window, estimate_tokens
 from ._compile._tokens import ApiTokenCounter
 from ._manager import ContextManager
@@ -135,6 +136,9 @@ __all__ = [
     "parse_input_transformations",
     "place_thinking_drops",
     "read_reasoning",
+    "render_cache_bytes",
+    "render_cache_limit",
+    "set_render_cache_limit",
     "usage_of",
     "warn_if_reasoning_unconfigured",
 ]

@@ -53,6 +53,12 @@ def test_a_smoke_run_writes_every_figure_the_issue_names(tmp_path: Path) -> None
         "tool_loop",
         "shed_vs_jump",
         "cache_vs_naive",
+        "full_window_vs_sdk",
+        "reopen_vs_sdk",
+        "steady_vs_sdk",
+        "reopen_flatness",
+        "cache_bytes_per_agent",
+        "evicted_compile_vs_sdk",
     }
     assert 0.0 <= report["shed_newest_50"] <= 1.0
     assert 0 < report["cache_read_share"] <= 1

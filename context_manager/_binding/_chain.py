@@ -30,14 +30,23 @@ def block_bytes(wire_block: Mapping[str, Any]) -> bytes:
 
 def feed_block(chain: bytes, role: str, wire_block: Mapping[str, Any]) -> bytes:
     """The chain after ``wire_block``, sent in a message of ``role``."""
-    return hashlib.sha256(
-        chain + _BLOCK_TAG + role.encode() + b"\x00" + block_bytes(wire_block)
-    ).digest()
+    return feed_bytes(chain, role, block_bytes(wire_block))
+
+
+def feed_bytes(chain: bytes, role: str, canonical: bytes) -> bytes:
+    """``feed_block`` for a block whose ``block_bytes`` are at hand (kept from an earlier
+    render: nothing is encoded again)."""
+    return hashlib.sha256(chain + _BLOCK_TAG + role.encode() + b"\x00" + canonical).digest()
 
 
 def seal(chain: bytes, wire_block: Mapping[str, Any]) -> str:
     """The stamp of a thinking block that stands after ``chain``."""
-    return hashlib.sha256(chain + _SEAL_TAG + block_bytes(wire_block)).hexdigest()
+    return seal_bytes(chain, block_bytes(wire_block))
+
+
+def seal_bytes(chain: bytes, canonical: bytes) -> str:
+    """``seal`` for a block whose ``block_bytes`` are at hand."""
+    return hashlib.sha256(chain + _SEAL_TAG + canonical).hexdigest()
 
 
 THINKING_TYPES = frozenset({"thinking", "redacted_thinking"})

@@ -11,6 +11,7 @@ observers; a dry compile writes nothing and tells no one.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import inspect
 import uuid
 from collections.abc import Callable, Generator, Sequence
@@ -40,6 +41,7 @@ from context_manager._model._usage import reply_extra
 from context_manager._reasoning._capture import ReasoningCapture
 from context_manager._store._protocol import Lineage, Release, Store
 
+from . import _resident
 from ._caching import Caching, place_breakpoints
 from ._fold import (
     SUMMARY_KIND,
@@ -52,6 +54,7 @@ from ._fold import (
 )
 from ._inflight import Restored, inflight_index, restore_inflight
 from ._render import (
+    Pieces,
     RenderContext,
     RenderState,
     Span,
@@ -91,8 +94,11 @@ class BindingRecord:
 
     first_compiled: bool
     releases: dict[MessageId, Release]
+    """Releases of the messages in ``looked_up`` only (read for the window, never the whole
+    branch: one per reply that ever left the window)."""
     anchor: int | None
     left_out: frozenset[tuple[MessageId, int]] = frozenset()
+    looked_up: set[MessageId] = attrs.field(factory=set)
 
     def _check(self) -> None:
         for message_id, release in self.releases.items():
@@ -109,6 +115,34 @@ class _CacheKey:
     strategy: Any
     budget: int | None
     erasures: int
+
+
+@attrs.define
+class _WindowMemo:
+    """What a branch's last render read, kept for the next re-render (a head change, a window
+    jump, a fold): the stored messages from ``start`` on and their encoded blocks. Valid while
+    the lineage and the store's change serial are the same (stored messages are immutable
+    otherwise)."""
+
+    lineage: Lineage
+    serial: int
+    start: int
+    messages: list[StoredMessage]
+    pieces: Pieces
+    nbytes: int = 0
+    """The encoded blocks' bytes (what the per-process bound counts)."""
+
+    def last(self) -> int:
+        return self.messages[-1].sequence if self.messages else self.start - 1
+
+
+def _piece_bytes(pieces: Pieces, messages: Sequence[StoredMessage]) -> int:
+    total = 0
+    for message in messages:
+        for piece in pieces.get(message.id, ()):
+            if piece is not None:
+                total += len(piece[1])
+    return total
 
 
 class CompileHost(Protocol):
@@ -147,14 +181,27 @@ class Compiler:
         self._states: dict[str, tuple[_CacheKey, RenderState]] = {}
         self._records: dict[str, BindingRecord] = {}
         self._stamps: dict[MessageId, dict[str, Any]] = {}
+        self._windows: dict[str, _WindowMemo] = {}
+        self._heads: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+        self._heads_models: dict[str, str] = {}
         self.stamp_cache_limit = STAMP_CACHE_LIMIT
         """Stamps kept in memory; the oldest not needed by the current render go first."""
 
     # cache control
     def forget(self, key: str) -> None:
         """Drop everything held for branch ``key`` (it was deleted)."""
-        self._states.pop(key, None)
+        self.drop_render(key)
         self._records.pop(key, None)
+        _resident.forget(self, key)
+
+    def drop_render(self, key: str) -> None:
+        """Drop branch ``key``'s cached render (the per-process bound evicted it); its next
+        compile re-renders the window from the store."""
+        self._states.pop(key, None)
+        self._windows.pop(key, None)
+        if not self._states:  # nothing rendered is kept: neither are the stamps it judged by
+            self._stamps.clear()
+            self._heads.clear()
 
     def invalidate(self, key: str) -> None:
         """Re-read branch ``key``'s binding record and re-render it at the next compile."""
@@ -163,7 +210,7 @@ class Compiler:
     def record_for(self, key: str) -> BindingRecord:
         record = self._records.get(key)
         if record is None:
-            data = self.manager.store.binding_record(self.manager.namespace, key)
+            data = self.manager.store.binding_record(self.manager.namespace, key, releases=False)
             record = BindingRecord(
                 data.first_compiled, dict(data.releases), data.anchor, data.left_out
             )
@@ -252,7 +299,7 @@ class Compiler:
                 raise OverBudget(budget, needed)
         strategy = m.strategy
         fold = (
-            self._plan_fold(state, strategy, lineage)
+            self._plan_fold(state, strategy, lineage, key, serial)
             if isinstance(strategy, Fold) and state.total_tokens > strategy.trigger_tokens
             else None
         )
@@ -280,6 +327,9 @@ class Compiler:
                 if anchor is not None and anchor != state.start:
                     state = self._full_render(ctx, lineage, record, serial, start=anchor)
 
+        memo = self._windows.get(key)
+        if memo is not None:
+            _resident.note(self, key, memo.nbytes)
         compile_id = f"cmp_{uuid.uuid4().hex[:16]}"
         inflight = self._inflight(state)
         body, end_chain = self._request(head, state)
@@ -440,13 +490,28 @@ class Compiler:
         if any(message.metadata.kind == SUMMARY_KIND for message in new):
             return None
         state = cached[1].copy() if dry_run else cached[1]
-        self._prefetch(new)
+        self._prefetch(new, self.record_for(key), key)
+        memo = self._windows.get(key)
+        if (
+            memo is not None
+            and memo.serial == serial
+            and memo.lineage == lineage
+            and memo.last() == cached[1].last_sequence
+        ):
+            memo.messages.extend(new)
+            ctx = attrs.evolve(ctx, pieces=memo.pieces)
+        else:
+            self._windows.pop(key, None)
+            memo = None
         for message in new:
             render_message(state, ctx, message)
+        if memo is not None:
+            memo.nbytes += _piece_bytes(memo.pieces, new)
         return state
 
-    def _prefetch(self, messages: Sequence[StoredMessage]) -> None:
-        """Load the stamps ``messages`` need; over the limit, evict the oldest others first.
+    def _prefetch(self, messages: Sequence[StoredMessage], record: BindingRecord, key: str) -> None:
+        """Load the stamps and releases ``messages`` need; over the limit, evict the oldest
+        stamps not needed now first. O(len(messages)), never O(branch).
 
         The stamps of ``messages`` themselves are never evicted here: the render that follows
         reads them (an evicted one would judge valid thinking unstamped).
@@ -463,13 +528,34 @@ class Compiler:
             for mid in [k for k in self._stamps if k not in keep][:overflow]:
                 del self._stamps[mid]
         if wanted:
-            self._stamps.update(self.manager.store.stamps(self.manager.namespace, wanted))
+            loaded = self.manager.store.stamps(self.manager.namespace, wanted)
+            for stamp in loaded.values():
+                self._share_head(stamp)
+            self._stamps.update(loaded)
+        unknown = [mid for mid in needed if mid not in record.looked_up]
+        if unknown:
+            record.releases.update(
+                self.manager.store.releases(self.manager.namespace, key, unknown)
+            )
+            record.looked_up.update(unknown)
+
+    def _share_head(self, stamp: dict[str, Any]) -> None:
+        """Let stamps made under one head share one ``head`` dict (and model string): a window's
+        stamps mostly repeat them, and each copy costs more than the stamp's own seals."""
+        head = stamp.get("head")
+        if isinstance(head, dict) and all(isinstance(v, str) for v in head.values()):
+            shared = self._heads.setdefault(tuple(sorted(head.items())), head)
+            stamp["head"] = shared
+        model = stamp.get("model")
+        if isinstance(model, str):
+            stamp["model"] = self._heads_models.setdefault(model, model)
 
     def _latest_summary(self, lineage: Lineage) -> StoredMessage | None:
         m = self.manager
         found = m.store.read(m.namespace, lineage, kind=SUMMARY_KIND, limit=1, newest_first=True)
         return found[0] if found else None
 
+    @_resident.paused_collector
     def _full_render(
         self,
         ctx: RenderContext,
@@ -491,15 +577,42 @@ class Compiler:
             else:
                 start = self._cold_anchor(lineage, base, windowed)
         start = max(base, start or 0)
-        messages = m.store.read(m.namespace, lineage, after=start - 1)
-        self._prefetch(messages)
+        key = m.current_branch_key()
+        memo = self._read_window(key, lineage, start, serial)
+        messages = memo.messages
+        self._prefetch(messages, record, key)
+        ctx = attrs.evolve(ctx, pieces=memo.pieces)
         state = RenderState(chain=CHAIN_SEED, start=start, change_serial=serial)
         if summary is not None:
             state.summary_id = summary.id
             render_text_prefix(state, ctx, summary, "summary")
         for message in messages:
             render_message(state, ctx, message)
+        memo.nbytes = _piece_bytes(memo.pieces, messages)
         return state
+
+    def _read_window(self, key: str, lineage: Lineage, start: int, serial: int) -> _WindowMemo:
+        """The stored messages from ``start`` on: what the last render read is reused, only
+        newer messages are read (O(new)), or the window when that does not cover ``start``."""
+        m = self.manager
+        memo = self._windows.get(key)
+        pieces: Pieces = {}
+        if memo is not None and memo.serial == serial and memo.lineage == lineage:
+            pieces = memo.pieces
+            if memo.start <= start:
+                newer = m.store.read(m.namespace, lineage, after=memo.last())
+                messages = [*memo.messages, *newer]
+            else:
+                messages = m.store.read(m.namespace, lineage, after=start - 1)
+        else:
+            messages = m.store.read(m.namespace, lineage, after=start - 1)
+        first = bisect.bisect_left(messages, start, key=lambda msg: msg.sequence)
+        messages = messages[first:]
+        if pieces:
+            pieces = {msg.id: pieces[msg.id] for msg in messages if msg.id in pieces}
+        memo = _WindowMemo(lineage, serial, start, messages, pieces)
+        self._windows[key] = memo
+        return memo
 
     def _cold_anchor(self, lineage: Lineage, base: int, limit: tuple[int, int]) -> int:
         """A window start found from the newest message backwards, reading O(window).
@@ -537,12 +650,12 @@ class Compiler:
         return anchor if anchor is not None else base
 
     def _plan_fold(
-        self, state: RenderState, strategy: Fold, lineage: Lineage
+        self, state: RenderState, strategy: Fold, lineage: Lineage, key: str, serial: int
     ) -> FoldRequest | None:
         m = self.manager
         window = [
             msg
-            for msg in m.store.read(m.namespace, lineage, after=state.start - 1)
+            for msg in self._read_window(key, lineage, state.start, serial).messages
             if msg.metadata.kind != SUMMARY_KIND
         ]
         previous = m.store.get(m.namespace, state.summary_id) if state.summary_id else None

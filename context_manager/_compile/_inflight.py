@@ -90,7 +90,7 @@ def restore_inflight(
             wire is None
             and is_thinking(block)
             and signature_of(block)
-            and (withheld is None or withheld.reason == "head")
+            and (withheld is None or withheld.reason != "unstamped")
         ):
             resolved = resolve(block) if resolve is not None else block
             if resolved is None:

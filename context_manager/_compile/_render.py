@@ -14,7 +14,13 @@ from typing import Any, Literal
 
 import attrs
 
-from context_manager._binding._chain import feed_block, is_wire_thinking, seal
+from context_manager._binding._chain import (
+    block_bytes,
+    feed_block,
+    feed_bytes,
+    is_wire_thinking,
+    seal_bytes,
+)
 from context_manager._binding._stamp import readable_stamp
 from context_manager._binding._validity import head_changes, judge, producer_readable
 from context_manager._model._canonical import signature_digest
@@ -41,6 +47,14 @@ EntryKind = Literal["left", "released", "release", "covered"]
 """``left``: left out while its reason holds (not released); ``released``: released earlier, not
 yet reported; ``release``: a permanent fact found now (text that cannot be resolved, shedding),
 released at commit; ``covered``: sent before a fold and now inside its summary."""
+
+Piece = tuple[dict[str, Any], bytes]
+"""A stored block as sent: its wire dict and its canonical bytes (``block_bytes``)."""
+
+Pieces = dict[MessageId, list[Piece | None]]
+"""Per stored message, each block's ``Piece`` once rendered (``None``: not yet): kept between
+renders so a re-render encodes and hashes only what it has not met (the wire dicts are shared
+with the rendered messages, so keeping them costs only the bytes)."""
 
 OMITTED_HISTORY_TEXT = "[earlier conversation omitted]"
 """Opens a render whose first kept message is not the user's (the API requires a user first)."""
@@ -86,6 +100,8 @@ class RenderContext:
     reads: Readability = documented_readability
     """Turns a stored thinking block back into the block as sent (reasoning sidecar); ``None``
     from it means the text cannot be had, and the block is treated as unstamped."""
+    pieces: Pieces | None = None
+    """Blocks already encoded, by stored message (filled as the render meets new ones)."""
 
 
 @attrs.define
@@ -166,11 +182,12 @@ def judge_thinking(
     wire: Mapping[str, Any],
     chain: bytes,
     last_kept: str | None,
+    canonical: bytes | None = None,
 ) -> tuple[StripReason | Literal["keep", "hidden"], tuple[str, ...]]:
     """Whether a thinking block is sent, and if not why (``_binding._validity.judge``).
 
     ``"hidden"``: left out and never reported (released earlier and already reported, or never
-    sendable because unsigned).
+    sendable because unsigned). ``canonical``: ``block_bytes(wire)`` when already at hand.
     """
     release = ctx.releases.get(message.id)
     stamp = readable_stamp(ctx.stamps.get(message.id))
@@ -193,7 +210,7 @@ def judge_thinking(
     judgement = judge(
         stamp,
         index,
-        seal(chain, wire),
+        seal_bytes(chain, block_bytes(wire) if canonical is None else canonical),
         reader=ctx.model,
         digests=ctx.digests,
         bound=ctx.bound,
@@ -323,11 +340,30 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
         synthetic = _synthetic_results(missing)
 
     last_kept = state.last_kept
+    memo: list[Piece | None] | None = None
+    if ctx.pieces is not None:
+        memo = ctx.pieces.get(message.id)
+        if memo is None or len(memo) != len(message.content):
+            memo = ctx.pieces[message.id] = [None] * len(message.content)
 
-    def keep(wire: dict[str, Any], stored_index: int | None) -> None:
+    def piece(index: int, block: Block) -> Piece:
+        got = memo[index] if memo is not None else None
+        if got is None:
+            wire = block_to_wire(block)
+            got = (wire, block_bytes(wire))
+            if memo is not None:
+                memo[index] = got
+        return got
+
+    def keep(
+        wire: dict[str, Any], stored_index: int | None, canonical: bytes | None = None
+    ) -> None:
         nonlocal chain
         if not is_wire_thinking(wire):
-            chain = feed_block(chain, role, wire)
+            if canonical is None:
+                chain = feed_block(chain, role, wire)
+            else:
+                chain = feed_bytes(chain, role, canonical)
         if stored_index is not None:
             mapping[offset + len(kept)] = stored_index
         kept.append(wire)
@@ -350,14 +386,20 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
             if resolved is None:  # its text is gone for good: released at commit
                 state.unreported.append(StripEntry(message.id, index, "unstamped", kind="release"))
                 continue
+            if resolved == block:
+                wire, canonical = piece(index, block)
+            else:  # the sidecar's text: never kept (it can be erased)
+                wire = block_to_wire(resolved)
+                canonical = block_bytes(wire)
             block = resolved
-            wire = block_to_wire(block)
-            verdict, changed = judge_thinking(ctx, message, index, block, wire, chain, last_kept)
+            verdict, changed = judge_thinking(
+                ctx, message, index, block, wire, chain, last_kept, canonical
+            )
             if verdict == "keep":
                 last_kept = signature_digest(signature_of(block))
                 signatures[offset + len(kept)] = last_kept
                 state.kept_thinking.add((message.id, index))
-                keep(wire, index)
+                keep(wire, index, canonical)
             elif release is not None and index >= release.from_block:
                 if verdict != "hidden":
                     entry = StripEntry(message.id, index, verdict, changed, kind="released")
@@ -376,7 +418,8 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
             answered.add(block.tool_use_id)
         if isinstance(block, ToolUseBlock):
             new_tool_uses[block.id] = block.name
-        keep(block_to_wire(block), index)
+        wire, canonical = piece(index, block)
+        keep(wire, index, canonical)
 
     if role == "user":
         state.open_tool_uses = {}

@@ -27,12 +27,18 @@ def estimate_tokens(wire_message: Any) -> int:
 
 
 def _chars(value: Any) -> int:
+    # loops with strings counted inline: most leaves are text (a re-render counts every block)
     if isinstance(value, str):
         return len(value)
+    total = 0
     if isinstance(value, dict):
-        return sum(_chars(v) + len(k) for k, v in value.items())
+        for k, v in value.items():
+            total += len(k) + (len(v) if type(v) is str else _chars(v))
+        return total
     if isinstance(value, list | tuple):
-        return sum(_chars(v) for v in value)
+        for v in value:
+            total += len(v) if type(v) is str else _chars(v)
+        return total
     return len(str(value))
 
 

@@ -14,6 +14,10 @@ from typing import Any
 CACHE_CONTROL_KEY = "cache_control"
 """Prompt-cache markers do not bind (vendor rule), so they never enter a digest."""
 
+_CACHE_CONTROL_TOKEN = f'"{CACHE_CONTROL_KEY}"'
+"""A key named ``cache_control`` always shows in the JSON text as this token; text without it
+has no marker to strip (a string value holding it only costs the slower, stripping pass)."""
+
 
 def strip_cache_control(value: Any) -> Any:
     """``value`` with every ``cache_control`` key removed, at any depth."""
@@ -30,6 +34,12 @@ def canonical_json(value: Any) -> str:
     Raises:
         ValueError: ``value`` is not JSON-serialisable.
     """
+    try:
+        text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = _CACHE_CONTROL_TOKEN  # perhaps only inside a marker: strip, then judge
+    if _CACHE_CONTROL_TOKEN not in text:
+        return text  # no marker at any depth: nothing to strip (the common case, one pass)
     try:
         return json.dumps(
             strip_cache_control(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False

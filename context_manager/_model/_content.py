@@ -151,7 +151,8 @@ def _unstructure_block(block: Block) -> dict[str, Any]:
 def _structure_block(wire: Any, _: Any = None) -> Block:
     if not isinstance(wire, Mapping):
         raise TypeError(f"content block must be a dict with a 'type', got {wire!r}")
-    wire = _without_none_fields(wire)
+    if None in wire.values():
+        wire = _without_none_fields(wire)
     kind = wire.get("type")
     cls = _CLASS_BY_WIRE_TYPE.get(kind) if isinstance(kind, str) else None
     if cls is None:
@@ -249,7 +250,7 @@ def reply_blocks(reply: object) -> tuple[Block, ...]:
                 raise TypeError(f"response body {reply!r:.120} has no content list")
             return to_blocks(content)
         raise TypeError(
-            f"reply {reply!r:.120} is not a response body (a dict with \"type\": \"message\" "
+            f'reply {reply!r:.120} is not a response body (a dict with "type": "message" '
             "or a content list); pass the SDK message, the response body or its content blocks"
         )
     return to_blocks(reply)

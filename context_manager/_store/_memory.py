@@ -262,15 +262,24 @@ class MemoryStore:
             return list(self._space(namespace).signatures.get(signature_digest, ()))
 
     # binding record
-    def binding_record(self, namespace: str, branch: str) -> BindingRecordData:
+    def binding_record(
+        self, namespace: str, branch: str, *, releases: bool = True
+    ) -> BindingRecordData:
         with self._lock:
             space = self._space(namespace)
             return BindingRecordData(
                 first_compiled=branch in space.first_compiled,
-                releases=dict(space.releases.get(branch, {})),
+                releases=dict(space.releases.get(branch, {})) if releases else {},
                 anchor=space.anchors.get(branch),
                 left_out=space.left_out.get(branch, frozenset()),
             )
+
+    def releases(
+        self, namespace: str, branch: str, message_ids: Sequence[MessageId]
+    ) -> dict[MessageId, Release]:
+        with self._lock:
+            table = self._space(namespace).releases.get(branch, {})
+            return {mid: table[mid] for mid in message_ids if mid in table}
 
     def commit_binding(
         self,

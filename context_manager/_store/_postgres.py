@@ -49,7 +49,7 @@ from context_manager._store._protocol import (
     Release,
 )
 from context_manager._store._read import check_limit, select_window
-from context_manager._store._sqlite import _is_stamp
+from context_manager._store._sqlite import _RELEASE_COLUMNS, _is_stamp, _release
 
 from ._postgres_schema import LOCK_CLASS, open_versioned
 
@@ -525,8 +525,7 @@ class PostgresStore:
                     ).fetchone()
                 else:
                     row = conn.execute(
-                        "SELECT max(seq) FROM messages WHERE ns = %s AND branch = %s "
-                        "AND seq <= %s",
+                        "SELECT max(seq) FROM messages WHERE ns = %s AND branch = %s AND seq <= %s",
                         (namespace, key, top),
                     ).fetchone()
                 newest = max(newest, int(row[0] or 0) if row else 0)
@@ -601,36 +600,46 @@ class PostgresStore:
         return [r[0] for r in rows]
 
     # binding record
-    def binding_record(self, namespace: str, branch: str) -> BindingRecordData:
+    def binding_record(
+        self, namespace: str, branch: str, *, releases: bool = True
+    ) -> BindingRecordData:
         with self._reading(namespace) as conn:
             state = conn.execute(
                 "SELECT first_compiled, anchor FROM branch_state WHERE ns = %s AND branch = %s",
                 (namespace, branch),
             ).fetchone()
-            rows = conn.execute(
-                "SELECT message_id, from_block, reported, reported_from, at_seq FROM releases "
-                "WHERE ns = %s AND branch = %s",
-                (namespace, branch),
-            ).fetchall()
+            rows = (
+                conn.execute(
+                    f"SELECT {_RELEASE_COLUMNS} FROM releases WHERE ns = %s AND branch = %s",
+                    (namespace, branch),
+                ).fetchall()
+                if releases
+                else []
+            )
             left = conn.execute(
                 "SELECT message_id, block FROM left_out WHERE ns = %s AND branch = %s",
                 (namespace, branch),
             ).fetchall()
         return BindingRecordData(
             first_compiled=bool(state and state[0]),
-            releases={
-                r[0]: Release(
-                    r[0],
-                    int(r[1]),
-                    bool(r[2]),
-                    None if r[3] is None else int(r[3]),
-                    None if r[4] is None else int(r[4]),
-                )
-                for r in rows
-            },
+            releases={r[0]: _release(r) for r in rows},
             anchor=None if state is None or state[1] is None else int(state[1]),
             left_out=frozenset((r[0], int(r[1])) for r in left),
         )
+
+    def releases(
+        self, namespace: str, branch: str, message_ids: Sequence[MessageId]
+    ) -> dict[MessageId, Release]:
+        ids = list(message_ids)
+        if not ids:
+            return {}
+        with self._reading(namespace) as conn:
+            rows = conn.execute(
+                f"SELECT {_RELEASE_COLUMNS} FROM releases WHERE ns = %s AND branch = %s "
+                "AND message_id = ANY(%s)",
+                (namespace, branch, ids),
+            ).fetchall()
+        return {r[0]: _release(r) for r in rows}
 
     def commit_binding(
         self,

@@ -157,7 +157,20 @@ class Store(Protocol):
 
     def find_signature(self, namespace: str, signature_digest: str) -> list[MessageId]: ...
 
-    def binding_record(self, namespace: str, branch: str) -> BindingRecordData: ...
+    def binding_record(
+        self, namespace: str, branch: str, *, releases: bool = True
+    ) -> BindingRecordData:
+        """The branch's binding record; ``releases=False`` leaves ``releases`` empty (read them
+        for the messages at hand with ``releases``: one per reply that ever left the window
+        otherwise)."""
+        ...
+
+    def releases(
+        self, namespace: str, branch: str, message_ids: Sequence[MessageId]
+    ) -> dict[MessageId, Release]:
+        """The branch's releases of ``message_ids`` (those with none are absent).
+        O(len(message_ids))."""
+        ...
 
     def commit_binding(
         self,

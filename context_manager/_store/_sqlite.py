@@ -414,28 +414,24 @@ class SQLiteStore:
         return [r[0] for r in rows]
 
     # binding record
-    def binding_record(self, namespace: str, branch: str) -> BindingRecordData:
+    def binding_record(
+        self, namespace: str, branch: str, *, releases: bool = True
+    ) -> BindingRecordData:
         state = self._query(
             "SELECT first_compiled, anchor FROM branch_state WHERE ns = ? AND branch = ?",
             (namespace, branch),
         )
-        rows = self._query(
-            "SELECT message_id, from_block, reported, reported_from, at_seq FROM releases "
-            "WHERE ns = ? AND branch = ?",
-            (namespace, branch),
+        rows = (
+            self._query(
+                f"SELECT {_RELEASE_COLUMNS} FROM releases WHERE ns = ? AND branch = ?",
+                (namespace, branch),
+            )
+            if releases
+            else []
         )
         return BindingRecordData(
             first_compiled=bool(state and state[0][0]),
-            releases={
-                r[0]: Release(
-                    r[0],
-                    int(r[1]),
-                    bool(r[2]),
-                    None if r[3] is None else int(r[3]),
-                    None if r[4] is None else int(r[4]),
-                )
-                for r in rows
-            },
+            releases={r[0]: _release(r) for r in rows},
             anchor=None if not state or state[0][1] is None else int(state[0][1]),
             left_out=frozenset(
                 (r[0], int(r[1]))
@@ -445,6 +441,22 @@ class SQLiteStore:
                 )
             ),
         )
+
+    def releases(
+        self, namespace: str, branch: str, message_ids: Sequence[MessageId]
+    ) -> dict[MessageId, Release]:
+        out: dict[MessageId, Release] = {}
+        ids = list(message_ids)
+        for start in range(0, len(ids), _SQL_VARIABLES_PER_QUERY):
+            chunk = ids[start : start + _SQL_VARIABLES_PER_QUERY]
+            marks = ",".join("?" * len(chunk))
+            for row in self._query(
+                f"SELECT {_RELEASE_COLUMNS} FROM releases WHERE ns = ? AND branch = ? "
+                f"AND message_id IN ({marks})",
+                [namespace, branch, *chunk],
+            ):
+                out[row[0]] = _release(row)
+        return out
 
     def commit_binding(
         self,
@@ -527,6 +539,19 @@ _SQL_VARIABLES_PER_QUERY = 500
 _MESSAGE_COLUMNS = "id, seq, branch, role, content, meta, created_at"
 
 
+_RELEASE_COLUMNS = "message_id, from_block, reported, reported_from, at_seq"
+
+
+def _release(row: Sequence[Any]) -> Release:
+    return Release(
+        row[0],
+        int(row[1]),
+        bool(row[2]),
+        None if row[3] is None else int(row[3]),
+        None if row[4] is None else int(row[4]),
+    )
+
+
 def _branch(row: Sequence[Any], *, deleted: bool = False) -> BranchRecord:
     branch_id, name, created, parent, fork_sequence = row
     return BranchRecord(
@@ -537,6 +562,10 @@ def _branch(row: Sequence[Any], *, deleted: bool = False) -> BranchRecord:
     )
 
 
+_PLAIN_META = json.dumps(MessageMeta().to_json())
+"""How the metadata of most messages is stored (nothing set): read without decoding."""
+
+
 def _message(row: Sequence[Any]) -> StoredMessage:
     message_id, sequence, branch, role, content, meta, created_at = row
     return StoredMessage(
@@ -545,6 +574,6 @@ def _message(row: Sequence[Any]) -> StoredMessage:
         branch=branch,
         role=role,
         content=blocks_from_wire(json.loads(content)),
-        metadata=MessageMeta.from_json(json.loads(meta)),
+        metadata=MessageMeta() if meta == _PLAIN_META else MessageMeta.from_json(json.loads(meta)),
         created_at=dt.datetime.fromisoformat(created_at),
     )

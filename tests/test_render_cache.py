@@ -1,0 +1,169 @@
+"""Cached renders: a re-render from kept pieces sends the same bytes, the per-process bound drops
+the least recently compiled branch's render, and releases are read for the window only (#18)."""
+
+from __future__ import annotations
+
+import gc
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from context_manager import (
+    ContextManager,
+    Fold,
+    Head,
+    MemoryStore,
+    Store,
+    ThinkingBinding,
+    Window,
+    render_cache_bytes,
+    render_cache_limit,
+    set_render_cache_limit,
+)
+
+HEAD = Head(
+    model="claude-opus-5-5",
+    system="You are Ada.",
+    tools=[
+        {"name": "read_log", "description": "Read the log.", "input_schema": {"type": "object"}}
+    ],
+    settings={"max_tokens": 2048, "thinking": {"type": "adaptive"}},
+)
+BINDING = ThinkingBinding(binds=True, drop_block=True)
+
+
+@pytest.fixture(autouse=True)
+def _default_bound() -> Iterator[None]:
+    """Every test starts and ends with the default bound."""
+    before = render_cache_limit()
+    yield
+    set_render_cache_limit(before)
+
+
+def _reply(n: int) -> list[dict[str, Any]]:
+    return [
+        {"type": "thinking", "thinking": "", "signature": f"sig-{n}"},
+        {"type": "text", "text": f"answer {n}"},
+    ]
+
+
+def _grow(cm: ContextManager, turns: int, start: int = 0) -> None:
+    for n in range(start, start + turns):
+        cm.add_message("user", f"question {n}")
+        cm.record_reply(_reply(n), cm.compile(HEAD))
+
+
+def _bytes(request: dict[str, Any]) -> str:
+    return json.dumps(request, sort_keys=True)
+
+
+def test_a_head_change_rendered_from_kept_pieces_matches_one_rendered_from_the_store() -> None:
+    store = MemoryStore()
+    warm = ContextManager.open(store, namespace="ada", binding=BINDING)
+    _grow(warm, 12)
+    warm.compile(HEAD)
+    other = Head(
+        model=HEAD.model, system="You are Ada, on call.", tools=HEAD.tools, settings=HEAD.settings
+    )
+
+    from_pieces = warm.compile(other, dry_run=True)
+    cold = ContextManager.open(store, namespace="ada", binding=BINDING)
+    from_store = cold.compile(other, dry_run=True)
+
+    assert _bytes(from_store.request) == _bytes(from_pieces.request)
+    assert from_store.thinking_strip is not None
+    assert from_pieces.thinking_strip is not None
+    assert from_store.thinking_strip.replies == from_pieces.thinking_strip.replies
+
+
+def test_a_window_jump_from_kept_pieces_sends_what_a_reopened_manager_sends() -> None:
+    store = MemoryStore()
+    cm = ContextManager.open(store, namespace="ada", binding=BINDING, strategy=Window(200))
+    _grow(cm, 40)
+
+    jumped = cm.compile(HEAD)
+    reopened = ContextManager.open(store, namespace="ada", binding=BINDING, strategy=Window(200))
+
+    assert _bytes(reopened.compile(HEAD).request) == _bytes(jumped.request)
+
+
+def test_a_bound_of_zero_keeps_no_render_and_the_next_compile_sends_the_same_bytes() -> None:
+    cm = ContextManager.open(MemoryStore(), namespace="ada", binding=BINDING)
+    _grow(cm, 8)
+    kept = cm.compile(HEAD)
+    assert render_cache_bytes() > 0
+
+    set_render_cache_limit(0)
+
+    assert render_cache_bytes() == 0
+    assert _bytes(cm.compile(HEAD).request) == _bytes(kept.request)
+    assert render_cache_bytes() == 0
+
+
+def test_over_the_bound_the_least_recently_compiled_branch_is_dropped_first() -> None:
+    first = ContextManager.open(MemoryStore(), namespace="ada", binding=BINDING)
+    second = ContextManager.open(MemoryStore(), namespace="bob", binding=BINDING)
+    _grow(first, 6)
+    _grow(second, 6)
+    first.compile(HEAD)
+    second.compile(HEAD)
+    held = render_cache_bytes()
+
+    set_render_cache_limit(held - 1)
+
+    assert 0 < render_cache_bytes() < held  # the first manager's render went, the second's stayed
+    assert _bytes(first.compile(HEAD).request) == _bytes(first.compile(HEAD).request)
+
+
+def test_a_negative_bound_is_refused() -> None:
+    with pytest.raises(ValueError, match="0 or more bytes"):
+        set_render_cache_limit(-1)
+
+
+def test_releases_are_read_for_the_message_ids_asked(store: Store) -> None:
+    cm = ContextManager.open(store, namespace="ada", binding=BINDING)
+    _grow(cm, 3)
+    replies = [m.id for m in cm.messages() if m.role == "assistant"]
+    cm.release_thinking(replies[0])
+    cm.release_thinking(replies[2], from_block=0)
+    key = cm.current_branch_key()
+
+    found = store.releases("ada", key, [replies[0], replies[1]])
+
+    assert [replies[0]] == list(found)
+    assert found[replies[0]].from_block == 0
+    assert store.binding_record("ada", key, releases=False).releases == {}
+    assert {replies[0], replies[2]} == set(store.binding_record("ada", key).releases)
+
+
+def test_a_fold_planned_from_the_kept_window_sends_what_a_fresh_manager_sends() -> None:
+    def summarize(covered: object) -> str:
+        return "What happened so far."
+
+    store = MemoryStore()
+    grower = ContextManager.open(store, namespace="ada", binding=BINDING)
+    _grow(grower, 12)
+    fold = Fold(summarize, trigger_tokens=1, keep_tokens=40)
+    warm = ContextManager.open(store, namespace="ada", binding=BINDING)
+    warm.compile(HEAD)
+    warm.strategy = fold
+
+    folded = warm.compile(HEAD, dry_run=True)
+    fresh = ContextManager.open(store, namespace="ada", binding=BINDING, strategy=fold)
+
+    assert _bytes(fresh.compile(HEAD, dry_run=True).request) == _bytes(folded.request)
+
+
+def test_a_manager_that_is_gone_no_longer_counts_against_the_bound() -> None:
+    cm = ContextManager.open(MemoryStore(), namespace="ada", binding=BINDING)
+    _grow(cm, 6)
+    cm.compile(HEAD)
+    held = render_cache_bytes()
+    assert held > 0
+
+    del cm
+    gc.collect()
+
+    assert render_cache_bytes() < held
