@@ -3,8 +3,9 @@
 The top-level keys are a contract (issue 8): ``compile_steady``, ``baseline_full``,
 ``tool_loop_turn``, ``full_window_compile``, ``append_per_second``, ``reopen_seconds``,
 ``told_state_entries``, ``told_state_cap``, ``ratios`` and ``machine``; issue 15 adds
-``shed_kept_blocks``, ``jump_kept_blocks``, ``shed_newest_50`` and ``ratios.shed_vs_jump``.
-Seconds throughout.
+``shed_kept_blocks``, ``jump_kept_blocks``, ``shed_newest_50`` and ``ratios.shed_vs_jump``;
+issue 16 adds ``append_on_kept_blocks``, ``append_off_kept_blocks``, ``append_on_head_lines``,
+``append_off_head_lines`` and ``ratios.append_kept``. Seconds throughout.
 """
 
 from __future__ import annotations
@@ -41,6 +42,10 @@ REQUIRED_KEYS = (
     "shed_kept_blocks",
     "jump_kept_blocks",
     "shed_newest_50",
+    "append_on_kept_blocks",
+    "append_off_kept_blocks",
+    "append_on_head_lines",
+    "append_off_head_lines",
     "ratios",
     "machine",
 )
@@ -96,6 +101,7 @@ def build_report(
     told: ToldReport,
     details: Mapping[str, Any],
     shed: Mapping[str, Any],
+    append: Mapping[str, Any],
 ) -> dict[str, Any]:
     """Assemble the report; ratios are taken on the smallest and largest sizes measured."""
     small, large = min(steady), max(steady)
@@ -104,6 +110,7 @@ def build_report(
         "vs_full": baseline[large] / steady[large],
         "tool_loop": tool_loop / (tool_calls * steady[tool_loop_size]),
         "shed_vs_jump": float(shed["shed_vs_jump"]),
+        "append_kept": float(append["append_kept"]),
     }
     targets = {
         "flatness": {"limit": f"<= {FLATNESS_MAX}", "met": ratios["flatness"] <= FLATNESS_MAX},
@@ -115,6 +122,8 @@ def build_report(
             "met": ratios["shed_vs_jump"] >= SHED_VS_JUMP_MIN,
         },
         "shed_newest_50": {"limit": "== 1.0", "met": shed["shed_newest_50"] == 1.0},
+        "append_kept": {"limit": "== 1.0", "met": ratios["append_kept"] == 1.0},
+        "append_on_head_lines": {"limit": "== 0", "met": append["append_on_head_lines"] == 0},
     }
     return {
         "compile_steady": {str(size): seconds for size, seconds in sorted(steady.items())},
@@ -128,6 +137,10 @@ def build_report(
         "shed_kept_blocks": shed["shed_kept_blocks"],
         "jump_kept_blocks": shed["jump_kept_blocks"],
         "shed_newest_50": shed["shed_newest_50"],
+        "append_on_kept_blocks": append["append_on_kept_blocks"],
+        "append_off_kept_blocks": append["append_off_kept_blocks"],
+        "append_on_head_lines": append["append_on_head_lines"],
+        "append_off_head_lines": append["append_off_head_lines"],
         "ratios": ratios,
         "targets": targets,
         "worst_case": {"head_change": head_change, "fold": fold},
@@ -140,7 +153,7 @@ def build_report(
                 for events, entries, mib in told.samples
             ],
         },
-        "details": {**details, "shedding": dict(shed)},
+        "details": {**details, "shedding": dict(shed), "append": dict(append)},
         "config": dict(config),
         "machine": machine(),
     }
@@ -210,6 +223,16 @@ def table(report: Mapping[str, Any]) -> str:
                 f"{report['shed_newest_50']:.2f}",
                 newest["limit"],
                 "yes" if newest["met"] else "**no**",
+            )
+        )
+    )
+    lines.append(
+        _row(
+            (
+                "`append_on_head_lines` (off run)",
+                f"{report['append_on_head_lines']} ({report['append_off_head_lines']})",
+                report["targets"]["append_on_head_lines"]["limit"],
+                "yes" if report["targets"]["append_on_head_lines"]["met"] else "**no**",
             )
         )
     )

@@ -19,6 +19,7 @@ import attrs
 
 from context_manager import Passthrough, Window
 
+from ._append import append_figures
 from ._history import History, mean_message_tokens
 from ._places import DatabasePlace, FilePlace, Place
 from ._quiet import quiet_logging
@@ -255,8 +256,11 @@ def _run(config: Config, place: Place, progress: Progress | None) -> dict[str, A
     reopened = median(reopen(place.open, AGENT, strategy, history.head, config.reopen_repeats))
     say(f"shedding: two {config.shed_messages:,}-message histories under a third of their tokens")
     shed = shedding(config.shed_messages)
+    say("append-only: a 200-turn tool-loop session with head changes, append on and off")
+    appended = append_figures()
     return build_report(
         shed=shed,
+        append=appended,
         config=attrs.asdict(config),
         steady={size: median(samples) for size, samples in steady.items()},
         baseline=baseline,

@@ -42,7 +42,15 @@ def test_a_smoke_run_writes_every_figure_the_issue_names(tmp_path: Path) -> None
     report = json.loads(out.read_text())
     assert set(REQUIRED_KEYS) <= set(report)
     assert list(report["compile_steady"]) == list(report["baseline_full"]) == ["40", "80", "160"]
-    assert set(report["ratios"]) == {"flatness", "vs_full", "tool_loop", "shed_vs_jump"}
+    assert set(report["ratios"]) == {
+        "flatness",
+        "vs_full",
+        "tool_loop",
+        "shed_vs_jump",
+        "append_kept",
+    }
+    assert report["ratios"]["append_kept"] == 1.0
+    assert report["append_on_head_lines"] == 0
     assert 0.0 <= report["shed_newest_50"] <= 1.0
     assert {"platform", "python", "cpu_count", "memory_gib"} <= set(report["machine"])
     assert report["told_state_entries"] <= report["told_state_cap"]

@@ -925,11 +925,12 @@ def test_the_same_holds_on_postgresql(postgres_server: Server) -> None:
 # Regressions the machine found (each failed before its fix).
 
 
-def _runtime(script: Any = None) -> tuple[Simulator, Agent]:
+def _runtime(script: Any = None, **binding: Any) -> tuple[Simulator, Agent]:
     sim = Simulator(script=script)
     runtime = Runtime(sim.client(), MemoryStore(), retry=FAST)
     head = Head(model=MODELS[0], system=SYSTEMS[0], tools=[TOOLS[0]], settings=SETTINGS[0])
-    return sim, runtime.register(Agent(AGENT, head, reasoning=False))
+    agent = Agent(AGENT, head, reasoning=False, binding=ThinkingBinding(**binding))
+    return sim, runtime.register(agent)
 
 
 def _sent_thinking(request: dict[str, Any]) -> int:
@@ -974,7 +975,8 @@ def test_a_compile_with_nothing_new_since_a_fold_neither_folds_again_nor_fails()
 
 
 async def test_a_head_change_after_a_host_release_is_still_told_with_its_cause() -> None:
-    _, ada = _runtime()
+    """With changes appended (SPEC 7b) nothing would be lost: the change strips here."""
+    _, ada = _runtime(append_changes=False)
     first = (await ada.run_turn("hello")).replies[0]
     await ada.run_turn("and then")
     ada.context.release_thinking(first)  # the host lets the first reply's reasoning go

@@ -30,7 +30,7 @@ ACTIVATE = {
     "input_schema": {"type": "object"},
 }
 HEAD = Head(
-    model="claude-opus-5-5",
+    model="claude-sonnet-5",  # no system messages: head changes strip (SPEC 7b)
     system="You are Ada.",
     tools=[READ_LOG],
     settings={"max_tokens": 2048, "thinking": {"type": "adaptive"}},
@@ -44,7 +44,7 @@ def tool_script(
     """Call ``tool`` once when the user asks to ``use tool``; otherwise answer."""
 
     def script(request: dict[str, Any]) -> list[Any]:
-        last = request["messages"][-1]
+        last = [m for m in request["messages"] if m["role"] != "system"][-1]
         content = last["content"] if isinstance(last["content"], list) else []
         thought = [{"type": "thinking", "thinking": "considering"}] if think else []
         if any(b.get("type") == "tool_result" for b in content):
@@ -364,7 +364,7 @@ CHILD = textwrap.dedent(
     from context_manager.simulator import Simulator
 
     def script(request):
-        last = request["messages"][-1]["content"]
+        last = [m for m in request["messages"] if m["role"] != "system"][-1]["content"]
         if any(b.get("type") == "tool_result" for b in last):
             return [{"type": "thinking", "thinking": "ok"}, {"type": "text", "text": "done"}]
         call = {"type": "tool_use", "name": "slow", "input": {}}
@@ -409,7 +409,7 @@ async def test_a_process_killed_mid_turn_resumes_with_a_valid_next_request(tmp_p
     request = call.request
     assert call.dropped == ()
     assert all(c.reason is None for c in sim.verify({**request, "betas": list(call.betas)}))
-    results = request["messages"][-1]["content"]
+    results = [m for m in request["messages"] if m["role"] != "system"][-1]["content"]
     assert results[0]["is_error"] is True
     assert await ada.resume_turn() is None
 

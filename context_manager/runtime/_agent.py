@@ -63,6 +63,8 @@ class TurnResult:
     tool_calls: tuple[ToolCall, ...]
     notices: tuple[MessageId, ...]
     stop_reason: str | None
+    head_changes: tuple[MessageId, ...] = ()
+    """The ``head-change`` system messages the turn's compiles appended (SPEC 7b)."""
 
 
 @attrs.define(eq=False)
@@ -311,9 +313,11 @@ class Agent:
         replies: list[MessageId] = []
         calls: list[ToolCall] = []
         notices: list[MessageId] = list(stored)
+        changes: list[MessageId] = []
         stop_reason: str | None = None
         for _ in range(MAX_CALLS_PER_TURN):
             result = await cm.compile_async(self.head)
+            changes.extend(result.appended)
             message = await stream_call(
                 client,
                 result.request,
@@ -327,7 +331,8 @@ class Agent:
             uses = [b for b in to_blocks(message) if isinstance(b, ToolUseBlock)]
             if not uses:
                 break
-            results = [await run_tool(self.tools, use) for use in uses]
+            offered = _offered(self.head)
+            results = [await run_tool(self.tools, use, offered) for use in uses]
             calls.extend(
                 ToolCall(u.id, u.name, dict(u.input), bool(r.is_error))
                 for u, r in zip(uses, results, strict=True)
@@ -338,7 +343,17 @@ class Agent:
             log.warning("turn_call_limit", agent=self.name, calls=MAX_CALLS_PER_TURN)
         self._turn = None
         notices.extend(self._flush())
-        return TurnResult(tuple(replies), tuple(calls), tuple(notices), stop_reason)
+        return TurnResult(
+            tuple(replies), tuple(calls), tuple(notices), stop_reason, tuple(changes)
+        )
+
+
+def _offered(head: Head) -> frozenset[str] | None:
+    """The tool names ``head`` offers, or ``None`` when it declares no tools (the agent's tool
+    map alone decides then)."""
+    if not head.tools:
+        return None
+    return frozenset(str(t.get("name")) for t in head.tools if not t.get("defer_loading"))
 
 
 def _awaits_answer(messages: Sequence[Any]) -> bool:
