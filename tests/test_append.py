@@ -269,3 +269,73 @@ def test_a_host_system_message_keeps_every_block_and_field() -> None:
     }
     assert "mid-conversation-system-clear-at-2026-08-21" in request["betas"]
     assert "mid-conversation-output-config-2026-07-01" in request["betas"]
+
+
+def _thinking_reply(n: int) -> list[dict[str, Any]]:
+    return [
+        {"type": "thinking", "thinking": f"step {n}", "signature": f"sig-{n}"},
+        {"type": "text", "text": f"answer {n}"},
+    ]
+
+
+def test_a_fork_starts_from_its_parents_anchored_head_as_of_the_fork_point(store: Store) -> None:
+    """Every store keeps the anchored head and hands a branch its parent's as of the fork point;
+    the branch's first compile appends its own difference and loses nothing."""
+    cm = ContextManager.open(store, namespace="ada")
+    cm.add_message("user", "one")
+    first = cm.record_reply(_thinking_reply(1), cm.compile(HEAD))
+    grown = attrs.evolve(HEAD, tools=[*HEAD.tools, GREP])
+    cm.add_message("user", "two")
+    appended = cm.compile(grown)
+    assert len(appended.appended) == 1
+    cm.record_reply(_thinking_reply(2), appended)
+    cm.branch_at(first, "early")
+    cm.switch_branch("early")
+    cm.add_message("user", "two, again")
+    fork = cm.compile(grown)
+    assert fork.thinking_strip is None
+    assert fork.request["tools"] == [*HEAD.tools, {**GREP, "defer_loading": True}]
+    assert [m["role"] for m in fork.request["messages"]] == ["user", "assistant", "user", "system"]
+    assert thinking_count(fork.request) == 1
+    assert len(cm.messages(kind="head-change")) == 1  # the fork's own
+    cm.switch_branch("main")
+    cm.add_message("user", "three")
+    main = cm.compile(grown)
+    assert main.appended == ()
+    assert thinking_count(main.request) == 2
+    assert main.request["tools"] == fork.request["tools"]
+
+
+def test_a_redefined_tool_without_inline_definitions_is_a_head_change() -> None:
+    cm = ContextManager.open(
+        MemoryStore(), namespace="ada", binding=ThinkingBinding(inline_tools=False)
+    )
+    heard: list[Any] = []
+    cm.on_thinking_strip(lambda strip, key: heard.append(strip))
+    cm.add_message("user", "one")
+    cm.record_reply(_thinking_reply(1), cm.compile(HEAD))
+    cm.add_message("user", "two")
+    redefined = attrs.evolve(HEAD, tools=[{**READ_LOG, "description": "Read all."}, ACTIVATE])
+    result = cm.compile(redefined)
+    assert result.appended == ()
+    assert [(s.cause, s.changed) for s in heard] == [("head", ("tools",))]
+    assert result.request["tools"] == list(redefined.tools)
+    assert thinking_count(result.request) == 0
+
+
+def test_a_notice_and_a_change_stored_after_tool_results_merge_into_one_system_message() -> None:
+    cm = ContextManager.open(MemoryStore(), namespace="ada")
+    cm.add_message("user", "go")
+    call = [
+        {"type": "thinking", "thinking": "plan", "signature": "sig-call"},
+        {"type": "tool_use", "id": "toolu_1", "name": "read_log", "input": {}},
+    ]
+    cm.record_reply(call, cm.compile(HEAD))
+    cm.add_message("user", [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}])
+    cm.add_message(
+        "system", "a note", metadata={"system_notice": True, "kind": "notice", "target": "ada"}
+    )
+    request = cm.compile(attrs.evolve(HEAD, tools=[*HEAD.tools, GREP])).request
+    assert [m["role"] for m in request["messages"]] == ["user", "assistant", "user", "system"]
+    assert [b["type"] for b in request["messages"][-1]["content"]] == ["text", "tool_addition"]
+    assert thinking_count(request) == 1
