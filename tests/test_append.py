@@ -339,3 +339,13 @@ def test_a_notice_and_a_change_stored_after_tool_results_merge_into_one_system_m
     assert [m["role"] for m in request["messages"]] == ["user", "assistant", "user", "system"]
     assert [b["type"] for b in request["messages"][-1]["content"]] == ["text", "tool_addition"]
     assert thinking_count(request) == 1
+
+
+def test_system_notices_is_still_accepted_as_an_alias_of_system_messages() -> None:
+    binding = ThinkingBinding(system_notices="user")
+    assert binding.system_messages == "user"
+    assert attrs.evolve(binding, system_messages="system").system_messages == "system"
+    assert binding == ThinkingBinding(system_messages="user")
+    assert ThinkingBinding().system_role("claude-sonnet-5") == "user"
+    assert ThinkingBinding().system_role("claude-opus-5-5-20260901") == "system"
+    assert not ThinkingBinding(append_changes=False).appends("claude-opus-5-5")

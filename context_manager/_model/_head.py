@@ -140,7 +140,8 @@ class ThinkingBinding:
     system_notices: Literal["auto", "user", "system"] | None = attrs.field(
         default=None, eq=False, repr=False
     )
-    """Alias of ``system_messages`` (the first round's name); when given it wins."""
+    """Alias of ``system_messages`` (the first round's name), accepted at construction only;
+    when given it wins. Read ``system_messages``."""
 
     def __attrs_post_init__(self) -> None:
         if self.system_notices is not None:
@@ -150,7 +151,7 @@ class ThinkingBinding:
                     f"(got {self.system_notices!r})"
                 )
             object.__setattr__(self, "system_messages", self.system_notices)
-        object.__setattr__(self, "system_notices", self.system_messages)
+        object.__setattr__(self, "system_notices", None)  # so ``attrs.evolve`` cannot undo it
 
     def system_role(self, model: str) -> Literal["user", "system"]:
         """The role stored system messages are sent with to ``model``."""
