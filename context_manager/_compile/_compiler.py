@@ -114,6 +114,18 @@ class _CacheKey:
     erasures: int
 
 
+@attrs.define
+class _Steady:
+    """The last unchanged append-only plan of a branch: reused while the anchor, the asked head
+    and the newest rendered change stay the same (a steady compile costs no head digests)."""
+
+    anchor: AnchoredHead
+    asked: Head
+    base: Head
+    last_change: Any
+    sent: Head
+
+
 class CompileHost(Protocol):
     """What the compiler reads from the facade that owns it (``ContextManager`` is one).
 
@@ -148,6 +160,7 @@ class Compiler:
         self.manager = manager
         self._states: dict[str, tuple[_CacheKey, RenderState]] = {}
         self._records: dict[str, BindingRecord] = {}
+        self._steady: dict[str, _Steady] = {}
         self._stamps: dict[MessageId, dict[str, Any]] = {}
         self.stamp_cache_limit = STAMP_CACHE_LIMIT
         """Stamps kept in memory; the oldest not needed by the current render go first."""
@@ -157,6 +170,7 @@ class Compiler:
         """Drop everything held for branch ``key`` (it was deleted)."""
         self._states.pop(key, None)
         self._records.pop(key, None)
+        self._steady.pop(key, None)
 
     def invalidate(self, key: str) -> None:
         """Re-read branch ``key``'s binding record and re-render it at the next compile."""
@@ -239,8 +253,18 @@ class Compiler:
         asked = head
         appends = m.binding.appends(head.model)
         anchor = record.anchored_head
+        steady = self._steady.get(key)
+        if steady is not None and not (
+            steady.anchor is anchor and (steady.asked is asked or steady.asked == asked)
+        ):
+            steady = None
         if appends and anchor is not None:
-            head = request_head(anchor, Sent.anchored(anchor), asked)
+            head = (
+                steady.base
+                if steady is not None
+                else request_head(anchor, Sent.anchored(anchor), asked)
+            )
+        base_head = head
         ctx = self._context(head, record, appends, anchor if appends else None)
         cache_key = _CacheKey(
             tuple(head.digests[c] for c in m.binding.bound_components()),
@@ -262,12 +286,16 @@ class Compiler:
         stored_change: StoredMessage | None = None
         new_anchor: AnchoredHead | None = None
         if appends and anchor is not None:
-            sent = (
-                Sent.from_json(state.last_change)
-                if state.last_change is not None
-                else Sent.anchored(anchor)
-            )
-            change = plan_change(sent, asked, inline_tools=m.binding.inline_tools)
+            if steady is not None and steady.last_change is state.last_change:
+                change: Change | bool | None = None  # nothing new since the last compile
+                sent = Sent.anchored(anchor)
+            else:
+                sent = (
+                    Sent.from_json(state.last_change)
+                    if state.last_change is not None
+                    else Sent.anchored(anchor)
+                )
+                change = plan_change(sent, asked, inline_tools=m.binding.inline_tools)
             if change is False:  # cannot be appended: a head change as before
                 anchor = new_anchor = AnchoredHead(state.last_sequence, head_json(asked))
                 head, ctx = asked, self._context(asked, record, appends, anchor)
@@ -294,8 +322,11 @@ class Compiler:
                     )
                 render_message(state, ctx, message)
                 head = request_head(anchor, change.sent, asked)
+            elif steady is not None and steady.last_change is state.last_change:
+                head = steady.sent
             else:
                 head = request_head(anchor, sent, asked)
+                self._steady[key] = _Steady(anchor, asked, base_head, state.last_change, head)
         elif (anchor is None and m.binding.append_changes) or (
             anchor is not None and _json(anchor.head) != _json(head_json(asked))
         ):  # the first anchor, or (not appending) what is sent now

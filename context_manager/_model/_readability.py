@@ -7,6 +7,7 @@ reading: never send what may be dropped or refused).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from typing import TypeAlias
@@ -109,6 +110,7 @@ SYSTEM_MESSAGE_MODELS = frozenset(
 not Sonnet 5."""
 
 
+@functools.lru_cache(maxsize=256)
 def accepts_system_messages(model: str) -> bool:
     """True when ``model`` (or its dated id) takes mid-conversation system messages.
 
