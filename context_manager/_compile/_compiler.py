@@ -286,9 +286,10 @@ class Compiler:
         stored_change: StoredMessage | None = None
         new_anchor: AnchoredHead | None = None
         if appends and anchor is not None:
-            if steady is not None and steady.last_change is state.last_change:
+            unchanged = steady is not None and steady.last_change is state.last_change
+            sent: Sent | None = None
+            if unchanged:
                 change: Change | bool | None = None  # nothing new since the last compile
-                sent = Sent.anchored(anchor)
             else:
                 sent = (
                     Sent.from_json(state.last_change)
@@ -322,9 +323,10 @@ class Compiler:
                     )
                 render_message(state, ctx, message)
                 head = request_head(anchor, change.sent, asked)
-            elif steady is not None and steady.last_change is state.last_change:
+            elif steady is not None and unchanged:
                 head = steady.sent
             else:
+                assert sent is not None
                 head = request_head(anchor, sent, asked)
                 self._steady[key] = _Steady(anchor, asked, base_head, state.last_change, head)
         elif (anchor is None and m.binding.append_changes) or (
