@@ -329,10 +329,13 @@ class Compiler:
                 assert sent is not None
                 head = request_head(anchor, sent, asked)
                 self._steady[key] = _Steady(anchor, asked, base_head, state.last_change, head)
-        elif (anchor is None and m.binding.append_changes) or (
-            anchor is not None and _json(anchor.head) != _json(head_json(asked))
-        ):  # the first anchor, or (not appending) what is sent now
+        elif anchor is None and m.binding.append_changes:  # the first anchor
             anchor = new_anchor = AnchoredHead(state.last_sequence, head_json(asked))
+        elif anchor is not None and steady is None:  # not appending: anchor what is sent now
+            if _json(anchor.head) != _json(head_json(asked)):
+                anchor = new_anchor = AnchoredHead(state.last_sequence, head_json(asked))
+            else:
+                self._steady[key] = _Steady(anchor, asked, asked, state.last_change, asked)
         start_before = state.start
 
         strategy = m.strategy
