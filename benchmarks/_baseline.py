@@ -57,7 +57,7 @@ def full_recompile(cm: ContextManager, head: Head, *, window_tokens: int) -> lis
         start = jump_anchor(spans, window_tokens) or 0
     ctx = RenderContext(
         binds=cm.binding.binds,
-        system_notices=cm.binding.system_notices,
+        system_notices=cm.binding.system_role(head.model),
         digests=head.digests,
         bound=cm.binding.bound_components(),
         releases=record.releases,

@@ -6,7 +6,9 @@ The top-level keys are a contract (issue 8): ``compile_steady``, ``baseline_full
 ``shed_kept_blocks``, ``jump_kept_blocks``, ``shed_newest_50`` and ``ratios.shed_vs_jump``;
 issue 18 adds ``sdk_create``, ``reopen_by_size``, ``cache_bytes_per_agent`` and the ratios
 ``full_window_vs_sdk``, ``reopen_vs_sdk``, ``steady_vs_sdk``, ``reopen_flatness``,
-``cache_bytes_per_agent`` and ``evicted_compile_vs_sdk``. Seconds throughout.
+``cache_bytes_per_agent`` and ``evicted_compile_vs_sdk``.
+issue 16 adds ``append_on_kept_blocks``, ``append_off_kept_blocks``, ``append_on_head_lines``,
+``append_off_head_lines`` and ``ratios.append_kept``. Seconds throughout.
 """
 
 from __future__ import annotations
@@ -68,6 +70,10 @@ REQUIRED_KEYS = (
     "sdk_create",
     "reopen_by_size",
     "cache_bytes_per_agent",
+    "append_on_kept_blocks",
+    "append_off_kept_blocks",
+    "append_on_head_lines",
+    "append_off_head_lines",
     "ratios",
     "machine",
 )
@@ -125,6 +131,7 @@ def build_report(
     shed: Mapping[str, Any],
     cache: Mapping[str, SessionUsage],
     side_by_side: Mapping[str, Any],
+    append: Mapping[str, Any],
 ) -> dict[str, Any]:
     """Assemble the report; ratios are taken on the smallest and largest sizes measured.
 
@@ -149,6 +156,7 @@ def build_report(
         "reopen_flatness": reopens[str(large)] / reopens[str(small)],
         "cache_bytes_per_agent": float(resident["cache_bytes_per_agent"]),
         "evicted_compile_vs_sdk": side_by_side["evicted_compile"] / sdk,
+        "append_kept": float(append["append_kept"]),
     }
     share = cache["compiler"].read_share
     targets = {
@@ -173,6 +181,8 @@ def build_report(
             name: {"limit": f"<= {limit:g}", "met": ratios[name] <= limit}
             for name, limit in SDK_LIMITS.items()
         },
+        "append_kept": {"limit": "== 1.0", "met": ratios["append_kept"] == 1.0},
+        "append_on_head_lines": {"limit": "== 0", "met": append["append_on_head_lines"] == 0},
     }
     return {
         "compile_steady": {str(size): seconds for size, seconds in sorted(steady.items())},
@@ -192,6 +202,10 @@ def build_report(
         "sdk_create": sdk,
         "reopen_by_size": dict(reopens),
         "cache_bytes_per_agent": ratios["cache_bytes_per_agent"],
+        "append_on_kept_blocks": append["append_on_kept_blocks"],
+        "append_off_kept_blocks": append["append_off_kept_blocks"],
+        "append_on_head_lines": append["append_on_head_lines"],
+        "append_off_head_lines": append["append_off_head_lines"],
         "ratios": ratios,
         "targets": targets,
         "worst_case": {"head_change": head_change, "fold": fold},
@@ -216,7 +230,7 @@ def build_report(
             }
             for policy, usage in cache.items()
         },
-        "details": {**details, "shedding": dict(shed)},
+        "details": {**details, "shedding": dict(shed), "append": dict(append)},
         "config": dict(config),
         "machine": machine(),
     }
@@ -310,6 +324,16 @@ def table(report: Mapping[str, Any]) -> str:
                 f"{report['cache_read_share_none']:.1%}",
                 report["targets"]["cache_read_share"]["limit"],
                 "yes" if report["targets"]["cache_read_share"]["met"] else "**no**",
+            )
+        )
+    )
+    lines.append(
+        _row(
+            (
+                "`append_on_head_lines` (off run)",
+                f"{report['append_on_head_lines']} ({report['append_off_head_lines']})",
+                report["targets"]["append_on_head_lines"]["limit"],
+                "yes" if report["targets"]["append_on_head_lines"]["met"] else "**no**",
             )
         )
     )

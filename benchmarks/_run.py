@@ -19,6 +19,7 @@ import attrs
 
 from context_manager import Passthrough, Window
 
+from ._append import append_figures
 from ._cache import CacheConfig, cache_sessions
 from ._history import History, mean_message_tokens
 from ._places import DatabasePlace, FilePlace, Place
@@ -287,8 +288,11 @@ def _run(config: Config, place: Place, progress: Progress | None, work: Path) ->
     say(f"shedding: two {config.shed_messages:,}-message histories under a third of their tokens")
     shed = shedding(config.shed_messages)
     cache = cache_sessions(config.cache_session, work, say)
+    say("append-only: a 200-turn tool-loop session with head changes, append on and off")
+    appended = append_figures()
     return build_report(
         shed=shed,
+        append=appended,
         config=attrs.asdict(config),
         steady={size: median(samples) for size, samples in steady.items()},
         baseline=baseline,

@@ -21,7 +21,7 @@ from notices import ReasoningLossTeller, TurnState, notice_metadata
 
 AGENT = "ada"
 HEAD = Head(
-    model="claude-opus-5-5",
+    model="claude-sonnet-5",  # no mid-conversation system messages: a tool change strips
     system="You are Ada, a careful on-call engineer.",
     tools=[
         {"name": "read_log", "description": "Read the log.", "input_schema": {"type": "object"}}
@@ -60,7 +60,8 @@ async def main(db: Path) -> list[str]:
             cm.add_message("system", waiting.pop(0), metadata=notice_metadata(AGENT))
 
     await run_turn("The deploy failed; what do you think?", HEAD)
-    await run_turn("Roll back, then?", attrs.evolve(HEAD, tools=[]))  # a tool change
+    # a tool change; on a model that takes system messages it is appended, and nothing is lost
+    await run_turn("Roll back, then?", attrs.evolve(HEAD, tools=[]))
     return [m.content[0].text for m in cm.messages(kind="reasoning-loss")]  # type: ignore[union-attr]
 
 

@@ -39,7 +39,7 @@ ACTIVATE_TOOL = {
 }
 GREP_TOOL = {"name": "grep", "description": "Search.", "input_schema": {"type": "object"}}
 THINKING_HEAD = Head(
-    model="claude-opus-5-5",
+    model="claude-sonnet-5",  # no system messages: head changes strip (SPEC 7b)
     system="You are Ada.",
     tools=[READ_LOG_TOOL],
     settings={"max_tokens": 2048, "thinking": {"type": "adaptive"}},
@@ -53,7 +53,7 @@ def calling_script(
     """A simulator script: call ``tool`` once when the user asks to ``use tool``; else answer."""
 
     def script(request: dict[str, Any]) -> list[Any]:
-        last = request["messages"][-1]
+        last = [m for m in request["messages"] if m["role"] != "system"][-1]
         content = last["content"] if isinstance(last["content"], list) else []
         thought = [{"type": "thinking", "thinking": "considering"}] if think else []
         if any(b.get("type") == "tool_result" for b in content):

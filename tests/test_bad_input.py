@@ -36,7 +36,7 @@ from context_manager.simulator import PREFIX_MISMATCH, Simulator
 
 PROBE = {"name": "probe", "description": "Look.", "input_schema": {"type": "object"}}
 HEAD = Head(
-    model="claude-opus-5-5",
+    model="claude-sonnet-5",  # no system messages: head changes strip (SPEC 7b)
     system="You are Ada.",
     tools=[PROBE],
     settings={"max_tokens": 2048, "thinking": {"type": "adaptive"}},
@@ -51,7 +51,7 @@ SDK's; this library ignores such entries, and the turn completes."""
 
 def script(request: dict[str, Any]) -> list[Any]:
     """Think, then call ``probe`` once when asked to ``use probe``; otherwise answer."""
-    last = request["messages"][-1]
+    last = [m for m in request["messages"] if m["role"] != "system"][-1]
     content = last["content"] if isinstance(last["content"], list) else []
     said = " ".join(b.get("text", "") for b in content if b.get("type") == "text")
     if "use probe" in said and not any(b.get("type") == "tool_result" for b in content):

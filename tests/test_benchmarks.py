@@ -59,7 +59,10 @@ def test_a_smoke_run_writes_every_figure_the_issue_names(tmp_path: Path) -> None
         "reopen_flatness",
         "cache_bytes_per_agent",
         "evicted_compile_vs_sdk",
+        "append_kept",
     }
+    assert report["ratios"]["append_kept"] == 1.0
+    assert report["append_on_head_lines"] == 0
     assert 0.0 <= report["shed_newest_50"] <= 1.0
     assert 0 < report["cache_read_share"] <= 1
     assert report["cache_read_share_none"] == 0

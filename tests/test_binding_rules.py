@@ -30,6 +30,9 @@ from notices._turn import TurnState
 
 IDLE = TurnState(live=False, branch_key=None, head_sequence=0)
 
+STRIPS = ThinkingBinding(append_changes=False)
+"""Head changes strip: these rules are about what a strip leaves out (appending is SPEC 7b's,
+``tests/test_append.py``)."""
 HEAD = Head(
     model="claude-opus-5",
     system="You are Ada.",
@@ -68,7 +71,7 @@ def history(cm: ContextManager, head: Head, turns: int) -> list[str]:
 
 def test_releasing_the_oldest_replys_thinking_keeps_every_later_block(store: Store) -> None:
     """VENDOR_RULES 4: removing thinking from the start of the history is valid."""
-    cm = ContextManager.open(store, namespace="ada")
+    cm = ContextManager.open(store, namespace="ada", binding=STRIPS)
     ids = history(cm, HEAD, 4)
     cm.release_thinking(ids[0])
     result = cm.compile(HEAD)
@@ -79,7 +82,7 @@ def test_releasing_the_oldest_replys_thinking_keeps_every_later_block(store: Sto
 
 def test_releasing_the_two_oldest_keeps_the_rest(store: Store) -> None:
     """VENDOR_RULES 4: a leading run of removed blocks leaves no gap."""
-    cm = ContextManager.open(store, namespace="ada")
+    cm = ContextManager.open(store, namespace="ada", binding=STRIPS)
     ids = history(cm, HEAD, 4)
     cm.release_thinking(ids[0])
     cm.release_thinking(ids[1])
@@ -88,7 +91,7 @@ def test_releasing_the_two_oldest_keeps_the_rest(store: Store) -> None:
 
 def test_a_release_in_the_middle_costs_only_the_blocks_after_it(store: Store) -> None:
     """VENDOR_RULES 4: a gap fails the block that recorded the removed one, and so on in turn."""
-    cm = ContextManager.open(store, namespace="ada")
+    cm = ContextManager.open(store, namespace="ada", binding=STRIPS)
     ids = history(cm, HEAD, 4)
     cm.release_thinking(ids[2])
     result = cm.compile(HEAD)
@@ -99,7 +102,7 @@ def test_a_release_in_the_middle_costs_only_the_blocks_after_it(store: Store) ->
 
 def test_a_switch_to_a_model_that_reads_the_blocks_keeps_them(store: Store) -> None:
     """VENDOR_RULES 8, 9: Opus 5.5 reads Opus 5 blocks; the model is not part of the prefix."""
-    cm = ContextManager.open(store, namespace="ada")
+    cm = ContextManager.open(store, namespace="ada", binding=STRIPS)
     ids = history(cm, HEAD, 3)
     newer = Head(model="claude-opus-5-5", system=HEAD.system, settings=HEAD.settings)
     result = cm.compile(newer)
@@ -111,7 +114,7 @@ def test_a_switch_to_a_model_that_cannot_read_them_leaves_them_out_as_a_model_ch
     store: Store,
 ) -> None:
     """VENDOR_RULES 9: Opus 5 does not read Opus 5.5 blocks."""
-    cm = ContextManager.open(store, namespace="ada")
+    cm = ContextManager.open(store, namespace="ada", binding=STRIPS)
     newer = Head(model="claude-opus-5-5", system=HEAD.system, settings=HEAD.settings)
     ids = history(cm, newer, 2)
     result = cm.compile(HEAD)
@@ -188,7 +191,7 @@ def test_a_head_changed_back_sends_the_withheld_thinking_again_and_names_it_rest
     store: Store,
 ) -> None:
     """VENDOR_RULES 5, 8: a head change only withholds; the blocks verify again under A."""
-    cm = ContextManager.open(store, namespace="ada")
+    cm = ContextManager.open(store, namespace="ada", binding=STRIPS)
     ids = history(cm, HEAD, 3)
     under_b = cm.compile(SYSTEM_B)
     assert sent_replies(cm, under_b) == []
@@ -201,7 +204,7 @@ def test_a_head_changed_back_sends_the_withheld_thinking_again_and_names_it_rest
 
 
 def test_a_strip_reports_only_what_is_newly_left_out(store: Store) -> None:
-    cm = ContextManager.open(store, namespace="ada")
+    cm = ContextManager.open(store, namespace="ada", binding=STRIPS)
     history(cm, HEAD, 2)
     assert cm.compile(SYSTEM_B).thinking_strip is not None
     cm.add_message("user", "more")
@@ -212,12 +215,12 @@ def test_a_strip_reports_only_what_is_newly_left_out(store: Store) -> None:
 
 def test_a_reopened_store_remembers_what_was_left_out(sqlite_path: Path) -> None:
     store = SQLiteStore(sqlite_path)
-    cm = ContextManager.open(store, namespace="ada")
+    cm = ContextManager.open(store, namespace="ada", binding=STRIPS)
     ids = history(cm, HEAD, 2)
     assert cm.compile(SYSTEM_B).thinking_strip is not None
     store.close()
     reopened_store = SQLiteStore(sqlite_path)
-    reopened = ContextManager.open(reopened_store, namespace="ada")
+    reopened = ContextManager.open(reopened_store, namespace="ada", binding=STRIPS)
     assert reopened.compile(SYSTEM_B).thinking_strip is None
     assert reopened.compile(HEAD).restored == tuple(ids)
     reopened_store.close()
@@ -225,7 +228,7 @@ def test_a_reopened_store_remembers_what_was_left_out(sqlite_path: Path) -> None
 
 def test_a_switch_back_to_a_reading_model_restores_the_blocks(store: Store) -> None:
     """VENDOR_RULES 8: switching back to a model that reads them makes them usable again."""
-    cm = ContextManager.open(store, namespace="ada")
+    cm = ContextManager.open(store, namespace="ada", binding=STRIPS)
     newer = Head(model="claude-opus-5-5", system=HEAD.system, settings=HEAD.settings)
     ids = history(cm, newer, 2)
     assert sent_replies(cm, cm.compile(HEAD)) == []
@@ -235,14 +238,14 @@ def test_a_switch_back_to_a_reading_model_restores_the_blocks(store: Store) -> N
 
 
 def test_a_dry_compile_under_a_changed_head_changes_nothing(store: Store) -> None:
-    cm = ContextManager.open(store, namespace="ada")
+    cm = ContextManager.open(store, namespace="ada", binding=STRIPS)
     history(cm, HEAD, 2)
     assert cm.compile(SYSTEM_B, dry_run=True).thinking_strip is not None
     assert cm.compile(HEAD).restored == ()
 
 
 def test_observers_hear_the_restored_replies_once(store: Store) -> None:
-    cm = ContextManager.open(store, namespace="ada")
+    cm = ContextManager.open(store, namespace="ada", binding=STRIPS)
     ids = history(cm, HEAD, 2)
     heard: list[tuple[tuple[str, ...], str]] = []
     cm.on_thinking_restored(lambda replies, key: heard.append((replies, key)))
@@ -256,7 +259,7 @@ def test_the_teller_forgets_restored_replies_so_a_later_loss_is_told_again(
     store: Store,
 ) -> None:
     """SPEC 9: a reply whose withheld thinking is sent again leaves the told set."""
-    cm = ContextManager.open(store, namespace="ada")
+    cm = ContextManager.open(store, namespace="ada", binding=STRIPS)
     ids = history(cm, HEAD, 1)
     teller = ReasoningLossTeller(lambda agent, mid: store.get("ada", mid))
     key = cm.current_branch_key()
@@ -287,7 +290,7 @@ def heavy_history(cm: ContextManager, turns: int) -> list[str]:
 
 
 def test_a_window_sheds_the_oldest_thinking_before_it_jumps(store: Store) -> None:
-    cm = ContextManager.open(store, namespace="ada", strategy=Window(1_000))
+    cm = ContextManager.open(store, namespace="ada", strategy=Window(1_000), binding=STRIPS)
     ids = heavy_history(cm, 12)
     result = cm.compile(HEAD)
     sent = sent_replies(cm, result)
@@ -301,7 +304,7 @@ def test_a_window_sheds_the_oldest_thinking_before_it_jumps(store: Store) -> Non
 
 
 def test_shed_replies_are_released_and_reported_as_messages(store: Store) -> None:
-    cm = ContextManager.open(store, namespace="ada", strategy=Window(1_000))
+    cm = ContextManager.open(store, namespace="ada", strategy=Window(1_000), binding=STRIPS)
     strips: list[ThinkingStrip] = []
     cm.on_thinking_strip(lambda strip, key: strips.append(strip))
     ids = heavy_history(cm, 12)
@@ -315,14 +318,16 @@ def test_shed_replies_are_released_and_reported_as_messages(store: Store) -> Non
 
 
 def test_a_window_without_shedding_jumps_as_before(store: Store) -> None:
-    cm = ContextManager.open(store, namespace="ada", strategy=Window(1_000, shed_thinking=False))
+    cm = ContextManager.open(
+        store, namespace="ada", strategy=Window(1_000, shed_thinking=False), binding=STRIPS
+    )
     heavy_history(cm, 12)
     result = cm.compile(HEAD)
     assert result.request["messages"][0]["content"][0]["text"] != "question 0"
 
 
 def test_a_compile_budget_sheds_too(store: Store) -> None:
-    cm = ContextManager.open(store, namespace="ada", strategy=Window(5_000))
+    cm = ContextManager.open(store, namespace="ada", strategy=Window(5_000), binding=STRIPS)
     ids = heavy_history(cm, 12)
     result = cm.compile(HEAD, budget=1_200)
     sent = sent_replies(cm, result)
@@ -338,7 +343,7 @@ def test_a_branch_made_earlier_does_not_inherit_a_release_the_parent_made_later(
     store: Store,
 ) -> None:
     """SPEC 5: a branch inherits the binding state as of its fork point only."""
-    cm = ContextManager.open(store, namespace="ada")
+    cm = ContextManager.open(store, namespace="ada", binding=STRIPS)
     ids = history(cm, HEAD, 3)
     cm.compile(HEAD)
     cm.release_thinking(ids[0])
@@ -355,7 +360,7 @@ def test_a_branch_made_earlier_does_not_inherit_a_release_the_parent_made_later(
 
 def test_a_fork_at_the_head_does_not_retell_what_the_parent_left_out(store: Store) -> None:
     """SPEC 5: the left-out set (what was told) is inherited with the fork."""
-    cm = ContextManager.open(store, namespace="ada")
+    cm = ContextManager.open(store, namespace="ada", binding=STRIPS)
     history(cm, HEAD, 2)
     assert cm.compile(SYSTEM_B).thinking_strip is not None
     cm.fork("side")
@@ -364,9 +369,9 @@ def test_a_fork_at_the_head_does_not_retell_what_the_parent_left_out(store: Stor
 
 def test_a_full_stamp_cache_keeps_the_stamps_the_current_render_needs(store: Store) -> None:
     """Eviction never drops a stamp the render it serves is about to read."""
-    cm = ContextManager.open(store, namespace="ada")
+    cm = ContextManager.open(store, namespace="ada", binding=STRIPS)
     ids = history(cm, HEAD, 4)
-    fresh = ContextManager.open(store, namespace="ada")
+    fresh = ContextManager.open(store, namespace="ada", binding=STRIPS)
     fresh._compiler.stamp_cache_limit = 1  # a tiny cache, to force eviction
     result = fresh.compile(HEAD)
     assert sent_replies(fresh, result) == ids

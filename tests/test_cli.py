@@ -131,8 +131,12 @@ def test_the_demo_exits_0_and_announces_every_scene(
 ) -> None:
     done, _ = demo
     assert done.returncode == 0, done.stderr
-    headings = re.findall(r"^== Scene (\d)/6: (.+)$", done.stdout, re.MULTILINE)
-    assert [n for n, _ in headings] == ["1", "2", "3", "4", "5", "6"]
+    headings = re.findall(r"^== Scene (\d)/7: (.+)$", done.stdout, re.MULTILINE)
+    assert [n for n, _ in headings] == ["1", "2", "3", "4", "5", "6", "7"]
+    appended = done.stdout.split("== Scene 3/7", 1)[1].split("== Scene 4/7", 1)[0]
+    assert "system    ⟨tool_removal - grep⟩" in appended
+    assert "system    ⟨tool_addition + grep⟩" in appended
+    assert "notice    [reasoning]" not in appended
     assert "\x1b[" not in done.stdout  # no styling when stdout is not a terminal
     assert "⟨thinking, signed …" in done.stdout
     for line in done.stderr.splitlines():  # the log: only the operators' alerts, at warning
@@ -335,6 +339,7 @@ def test_an_older_schema_is_read_without_migrating_the_file(two_agents: Path) ->
     db.execute("ALTER TABLE releases DROP COLUMN reported_from")  # what schema 4 added
     db.execute("DROP TABLE left_out")  # what schema 5 added
     db.execute("ALTER TABLE releases DROP COLUMN at_seq")
+    db.execute("DROP TABLE anchored_heads")  # what schema 6 added
     db.execute("PRAGMA user_version = 1")
     db.commit()
     db.close()
@@ -440,8 +445,8 @@ SESSION_TWO = "\n".join(
 def test_run_over_stdin_forks_toggles_a_tool_and_a_second_run_continues_the_branch(
     tmp_path: Path,
 ) -> None:
-    """VENDOR_RULES 4 and 8 changed the fold's count: thinking only withheld (not released) is
-    sent again once its head is back, so the fold covers 3 replies' thinking, not 2."""
+    """``/tools`` and ``/system`` are appended (SPEC 7b): nothing is lost or told, the
+    transcript shows the ``head-change`` messages, and the fold covers every reply's thinking."""
     path = tmp_path / "agent.db"
     first = cli("run", "--db", path, "--agent", "ada", stdin=SESSION_ONE + "\n")
     assert first.returncode == 0, first.stderr
@@ -461,9 +466,10 @@ def test_run_over_stdin_forks_toggles_a_tool_and_a_second_run_continues_the_bran
     assert said[1].startswith("Agent 'ada' on branch 'side'")
     assert said[2] == "(finishing the turn interrupted last time)"
     assert "* side" in said
-    assert sum("notice    [reasoning] ada: " in line for line in said) == 3  # one, then /notices
+    assert not any("[reasoning] ada: " in line for line in said)
+    assert "no [reasoning] notices on this branch" in said
     assert re.search(
-        r"^folded into summary #\d+; the reasoning of 3 replies left out", second.stdout, re.M
+        r"^folded into summary #\d+; the reasoning of 5 replies left out", second.stdout, re.M
     )
     for expected in [
         "system text set",
@@ -483,9 +489,11 @@ def test_run_over_stdin_forks_toggles_a_tool_and_a_second_run_continues_the_bran
     )
     assert "after quit" not in side
     assert texts_on(path, "main") == ["hello there", "You said: hello there"]
-    notices = [t for t in side if t.startswith(LOSS)]
-    assert len(notices) == 2  # the tool added, then (a new run's default head) removed
-    assert all("because your tools changed" in t for t in notices)
+    assert not [t for t in side if t.startswith(LOSS)]
+    changes = cli("transcript", path, "--branch", "side", "--kind", "head-change").stdout
+    # the tool added, then (a new run's default head) removed
+    added, removed = "system +⟨tool_addition \\+ utc_time⟩", "system +⟨tool_removal - utc_time⟩"
+    assert re.search(f"{added}\n.*{removed}", changes)
 
 
 def test_run_stops_cleanly_at_ctrl_c_with_everything_stored(tmp_path: Path) -> None:

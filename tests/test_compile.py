@@ -29,6 +29,8 @@ from context_manager import (
 )
 
 TOOLS = [{"name": "read_log", "description": "Read the log.", "input_schema": {"type": "object"}}]
+STRIPS = ThinkingBinding(append_changes=False)
+"""Head changes strip and are told (the path on models without system messages, SPEC 7b)."""
 HEAD = Head(
     model="claude-opus-5-5",
     system="You are Ada.",
@@ -46,7 +48,9 @@ def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]
 
 @pytest.fixture
 def cm(any_store: Store) -> ContextManager:
-    return ContextManager.open(any_store, namespace="ada")
+    """A manager whose head changes strip (``append_changes=False``): this file checks the
+    head-change path; appending them instead is ``tests/test_append.py``'s."""
+    return ContextManager.open(any_store, namespace="ada", binding=STRIPS)
 
 
 _signatures = iter(range(10**9))
@@ -435,7 +439,9 @@ def test_rendering_merges_same_role_messages_and_leaves_out_empty_ones(
 
 def test_system_notices_render_as_user_text_or_system_messages(any_store: Store) -> None:
     notice = {"system_notice": True, "kind": "reasoning-loss", "target": "ada"}
-    as_user = ContextManager.open(any_store, namespace="u")
+    as_user = ContextManager.open(
+        any_store, namespace="u", binding=ThinkingBinding(system_messages="user")
+    )
     as_user.add_message("user", "hi")
     as_user.add_message("system", "[reasoning] ada: note", metadata=notice)
     assert unmarked(as_user.compile(HEAD).request["messages"]) == [

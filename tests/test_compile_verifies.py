@@ -26,7 +26,7 @@ HEAD = Head(
 
 def script(request: dict[str, Any]) -> list[Any]:
     """Think, then call the tool when asked, else answer; interleave a second thought."""
-    last = request["messages"][-1]["content"]
+    last = [m for m in request["messages"] if m["role"] != "system"][-1]["content"]
     said = " ".join(b.get("text", "") for b in last if b.get("type") == "text")
     if "tool" in said:
         return [

@@ -35,7 +35,7 @@ from context_manager._reasoning._capture import REASONING_KEY
 SECRET = "secret plan"
 TOOLS = [{"name": "read_log", "description": "Read the log.", "input_schema": {"type": "object"}}]
 HEAD = Head(
-    model="claude-opus-5-5",
+    model="claude-sonnet-5",  # no system messages: head changes strip (SPEC 7b)
     system="You are Ada.",
     tools=TOOLS,
     settings={"max_tokens": 1024, "thinking": {"type": "adaptive"}},

@@ -8,6 +8,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+import attrs
 import pytest
 
 from context_manager import (
@@ -60,8 +61,10 @@ def _bytes(request: dict[str, Any]) -> str:
 
 
 def test_a_head_change_rendered_from_kept_pieces_matches_one_rendered_from_the_store() -> None:
+    """A head change that re-renders (``append_changes=False``; appended, nothing strips)."""
     store = MemoryStore()
-    warm = ContextManager.open(store, namespace="ada", binding=BINDING)
+    rewrite = attrs.evolve(BINDING, append_changes=False)
+    warm = ContextManager.open(store, namespace="ada", binding=rewrite)
     _grow(warm, 12)
     warm.compile(HEAD)
     other = Head(
@@ -69,7 +72,7 @@ def test_a_head_change_rendered_from_kept_pieces_matches_one_rendered_from_the_s
     )
 
     from_pieces = warm.compile(other, dry_run=True)
-    cold = ContextManager.open(store, namespace="ada", binding=BINDING)
+    cold = ContextManager.open(store, namespace="ada", binding=rewrite)
     from_store = cold.compile(other, dry_run=True)
 
     assert _bytes(from_store.request) == _bytes(from_pieces.request)

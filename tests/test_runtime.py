@@ -9,23 +9,56 @@ import signal
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import attrs
 import pytest
-from helpers import ACTIVATE_TOOL as ACTIVATE
-from helpers import GREP_TOOL as GREP
-from helpers import READ_LOG_TOOL as READ_LOG
-from helpers import THINKING_HEAD as HEAD
-from helpers import calling_script as tool_script
 from helpers import notice_texts as notices
 from helpers import request_texts as texts
-from helpers import runtime_on as make
 
-from context_manager import REASONING_LOSS_KIND, Fold, Head, MemoryStore, SQLiteStore
-from context_manager.runtime import Agent
+from context_manager import REASONING_LOSS_KIND, Fold, Head, MemoryStore, SQLiteStore, Store
+from context_manager.runtime import Agent, RetryPolicy, Runtime
 from context_manager.simulator import MODEL_MISMATCH, ORGANIZATION_MISMATCH, Simulator
+
+READ_LOG = {"name": "read_log", "description": "Read the log.", "input_schema": {"type": "object"}}
+GREP = {"name": "grep", "description": "Search.", "input_schema": {"type": "object"}}
+ACTIVATE = {
+    "name": "activate_skill",
+    "description": "Grow tools.",
+    "input_schema": {"type": "object"},
+}
+HEAD = Head(
+    model="claude-sonnet-5",  # no system messages: head changes strip (SPEC 7b)
+    system="You are Ada.",
+    tools=[READ_LOG],
+    settings={"max_tokens": 2048, "thinking": {"type": "adaptive"}},
+)
+FAST = RetryPolicy(attempts=4, base_delay=0.001, max_delay=0.002)
+
+
+def tool_script(
+    tool: str = "read_log", *, think: bool = True
+) -> Callable[[dict[str, Any]], list[Any]]:
+    """Call ``tool`` once when the user asks to ``use tool``; otherwise answer."""
+
+    def script(request: dict[str, Any]) -> list[Any]:
+        last = [m for m in request["messages"] if m["role"] != "system"][-1]
+        content = last["content"] if isinstance(last["content"], list) else []
+        thought = [{"type": "thinking", "thinking": "considering"}] if think else []
+        if any(b.get("type") == "tool_result" for b in content):
+            return [*thought, {"type": "text", "text": "The log says all is well."}]
+        said = " ".join(b.get("text", "") for b in content if b.get("type") == "text")
+        if "use tool" in said:
+            return [*thought, {"type": "tool_use", "name": tool, "input": {}}]
+        return [*thought, {"type": "text", "text": f"Noted: {said[:40]}"}]
+
+    return script
+
+
+def make(sim: Simulator, store: Store | None = None) -> Runtime:
+    return Runtime(sim.client(), store or MemoryStore(), retry=FAST)
 
 
 async def test_a_head_change_between_turns_is_told_once_at_the_next_boundary_and_sent_next() -> (
@@ -331,7 +364,7 @@ CHILD = textwrap.dedent(
     from context_manager.simulator import Simulator
 
     def script(request):
-        last = request["messages"][-1]["content"]
+        last = [m for m in request["messages"] if m["role"] != "system"][-1]["content"]
         if any(b.get("type") == "tool_result" for b in last):
             return [{"type": "thinking", "thinking": "ok"}, {"type": "text", "text": "done"}]
         call = {"type": "tool_use", "name": "slow", "input": {}}
@@ -376,7 +409,7 @@ async def test_a_process_killed_mid_turn_resumes_with_a_valid_next_request(tmp_p
     request = call.request
     assert call.dropped == ()
     assert all(c.reason is None for c in sim.verify({**request, "betas": list(call.betas)}))
-    results = request["messages"][-1]["content"]
+    results = [m for m in request["messages"] if m["role"] != "system"][-1]["content"]
     assert results[0]["is_error"] is True
     assert await ada.resume_turn() is None
 

@@ -41,8 +41,12 @@ from ._tally import StripCounter, TallyingTeller, summary_lines
 
 AGENT = "ada"
 """The demo's one agent (its namespace in the database)."""
-MODEL = "claude-opus-5-5"
-"""Any model name works against the simulator; this is the one the SPEC's examples use."""
+MODEL = "claude-sonnet-5"
+"""The first scenes' model: it takes no mid-conversation system messages, so a head change
+strips there (and every line form appears)."""
+APPENDING_MODEL = "claude-opus-5-5"
+"""The model the host moves to: it reads Sonnet 5's blocks and takes system messages, so the
+same changes are appended and nothing is lost (SPEC 7b)."""
 FORK = "imported"
 """The branch scene 4 forks and imports history onto; the demo ends on it."""
 
@@ -100,7 +104,7 @@ class ScriptedModel:
 class Demo:
     """The scenes, sharing one runtime, one agent and one simulator."""
 
-    SCENES = 6
+    SCENES = 7
 
     def __init__(
         self, store: SQLiteStore, sidecar: SQLiteReasoningStore, out: TextIO, color: bool
@@ -196,6 +200,7 @@ class Demo:
     async def run(self) -> None:
         await self.tool_change()
         await self.skill()
+        await self.appended()
         folded = await self.fold()
         imported = await self.fork()
         calls = await self.drops(folded, imported)
@@ -203,7 +208,7 @@ class Demo:
 
     async def tool_change(self) -> None:
         self.heading(
-            "a tool change between turns",
+            f"a tool change between turns, on {MODEL} (no mid-conversation system messages)",
             "the head form naming the newest reply lost, with its cause (tools changed)",
         )
         await self.turn(
@@ -222,7 +227,7 @@ class Demo:
 
     async def skill(self) -> None:
         self.heading(
-            "a skill activation grows the tool menu mid-turn",
+            f"a skill activation grows the tool menu mid-turn, on {MODEL}",
             "the head form with the this-turn clause, told at the next boundary; the open "
             "round's reply goes out as recorded and the provider's drop is told",
         )
@@ -232,6 +237,27 @@ class Demo:
             Step("I need search; load the skill first.", tool="activate_skill"),
             Step("Now search for the config keys.", tool="grep"),
             Step("The match explains it.", "parser 2.4 renamed the config key 'strict' to 'mode'."),
+        )
+
+    async def appended(self) -> None:
+        self.heading(
+            f"the same changes on {APPENDING_MODEL}: appended, nothing lost",
+            "head-change system messages (tool_removal, tool_addition) and no [reasoning] line; "
+            "the skill's tool is called in the same turn",
+        )
+        self.agent.head = attrs.evolve(self.agent.head, model=APPENDING_MODEL)
+        self.follow.note("host", f"moves to {APPENDING_MODEL}, which reads {MODEL}'s reasoning")
+        await self.turn(
+            "Is the pin still in place?",
+            Step("The pin from earlier still holds.", "Yes: parser is pinned to 2.3."),
+        )
+        self.agent.head = attrs.evolve(self.agent.head, tools=[READ_LOG, ACTIVATE])
+        self.follow.note("host", "drops grep from the head between turns (appended, not stripped)")
+        await self.turn(
+            "Search again for the renamed key, please.",
+            Step("grep is gone; load the skill again.", tool="activate_skill"),
+            Step("grep is back in this turn.", tool="grep"),
+            Step("Same finding as before.", "Still 'strict' renamed to 'mode' in parser 2.4."),
         )
 
     async def fold(self) -> MessageId:

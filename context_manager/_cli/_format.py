@@ -105,8 +105,19 @@ def describe_block(block: Block) -> str:
     if isinstance(block, ImageBlock):
         return "⟨image⟩"
     if isinstance(block, UnknownBlock):
-        return f"⟨{clean(str(block.type))}⟩"
+        return _unknown(block)
     return f"⟨{type(block).__name__}⟩"  # pragma: no cover - every block type is listed above
+
+
+def _unknown(block: UnknownBlock) -> str:
+    """A block this library does not model; a tool change names its tool (``+ grep``)."""
+    tool = block.raw.get("tool")
+    if block.type in ("tool_addition", "tool_removal") and isinstance(tool, dict):
+        name = tool.get("name") or (tool.get("definition") or {}).get("name") or "?"
+        sign = "+" if block.type == "tool_addition" else "-"
+        inline = ", inline" if tool.get("type") == "tool_definition" else ""
+        return f"⟨{block.type} {sign} {clean(str(name))}{inline}⟩"
+    return f"⟨{clean(str(block.type))}⟩"
 
 
 def _result_text(block: ToolResultBlock) -> str:

@@ -79,7 +79,7 @@ def utc_time(_: dict[str, Any]) -> str:
 
 def chat_script(request: dict[str, Any]) -> list[dict[str, Any]]:
     """The simulator's answers in ``run``: echo the user; call ``utc_time`` when asked the time."""
-    last = request["messages"][-1]
+    last = [m for m in request["messages"] if m["role"] != "system"][-1]
     content = last["content"]
     blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
     results = [b for b in blocks if b.get("type") == "tool_result"]

@@ -26,6 +26,7 @@ from context_manager._binding._chain import (
     last_signature,
 )
 from context_manager._binding._stamp import stamp_reply
+from context_manager._model._canonical import canonical_json
 from context_manager._model._content import (
     Block,
     block_to_wire,
@@ -39,9 +40,10 @@ from context_manager._model._messages import MessageId, MessageMeta, StoredMessa
 from context_manager._model._results import CompileResult, ProvenanceEntry, ThinkingStrip
 from context_manager._model._usage import reply_extra
 from context_manager._reasoning._capture import ReasoningCapture
-from context_manager._store._protocol import Lineage, Release, Store
+from context_manager._store._protocol import AnchoredHead, Lineage, Release, Store
 
 from . import _resident
+from ._append import Change, Sent, head_json, plan_change, request_head
 from ._caching import Caching, place_breakpoints
 from ._fold import (
     SUMMARY_KIND,
@@ -63,6 +65,7 @@ from ._render import (
     is_clean_start,
     render_message,
     render_text_prefix,
+    system_betas,
 )
 from ._selection import jump_anchor, required_tokens
 from ._shed import plan_shed
@@ -99,6 +102,7 @@ class BindingRecord:
     anchor: int | None
     left_out: frozenset[tuple[MessageId, int]] = frozenset()
     looked_up: set[MessageId] = attrs.field(factory=set)
+    anchored_head: AnchoredHead | None = None
 
     def _check(self) -> None:
         for message_id, release in self.releases.items():
@@ -111,6 +115,8 @@ class _CacheKey:
     bound: tuple[str, ...]
     binds: bool
     system_notices: str
+    appends: bool
+    anchor_sequence: int
     reads: Any
     strategy: Any
     budget: int | None
@@ -143,6 +149,18 @@ def _piece_bytes(pieces: Pieces, messages: Sequence[StoredMessage]) -> int:
             if piece is not None:
                 total += len(piece[1])
     return total
+
+
+@attrs.define
+class _Steady:
+    """The last unchanged append-only plan of a branch: reused while the anchor, the asked head
+    and the newest rendered change stay the same (a steady compile costs no head digests)."""
+
+    anchor: AnchoredHead
+    asked: Head
+    base: Head
+    last_change: Any
+    sent: Head
 
 
 class CompileHost(Protocol):
@@ -180,6 +198,7 @@ class Compiler:
         self.manager = manager
         self._states: dict[str, tuple[_CacheKey, RenderState]] = {}
         self._records: dict[str, BindingRecord] = {}
+        self._steady: dict[str, _Steady] = {}
         self._stamps: dict[MessageId, dict[str, Any]] = {}
         self._windows: dict[str, _WindowMemo] = {}
         self._heads: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
@@ -202,6 +221,7 @@ class Compiler:
         if not self._states:  # nothing rendered is kept: neither are the stamps it judged by
             self._stamps.clear()
             self._heads.clear()
+        self._steady.pop(key, None)
 
     def invalidate(self, key: str) -> None:
         """Re-read branch ``key``'s binding record and re-render it at the next compile."""
@@ -212,7 +232,11 @@ class Compiler:
         if record is None:
             data = self.manager.store.binding_record(self.manager.namespace, key, releases=False)
             record = BindingRecord(
-                data.first_compiled, dict(data.releases), data.anchor, data.left_out
+                data.first_compiled,
+                dict(data.releases),
+                data.anchor,
+                data.left_out,
+                anchored_head=data.anchored_head,
             )
             self._records[key] = record
         return record
@@ -277,11 +301,28 @@ class Compiler:
         key = m.current_branch_key()
         lineage = m.lineage()
         record = self.record_for(key)
-        ctx = self._context(head, record)
+        asked = head
+        appends = m.binding.appends(head.model)
+        anchor = record.anchored_head
+        steady = self._steady.get(key)
+        if steady is not None and not (
+            steady.anchor is anchor and (steady.asked is asked or steady.asked == asked)
+        ):
+            steady = None
+        if appends and anchor is not None:
+            head = (
+                steady.base
+                if steady is not None
+                else request_head(anchor, Sent.anchored(anchor), asked)
+            )
+        base_head = head
+        ctx = self._context(head, record, appends, anchor if appends else None)
         cache_key = _CacheKey(
             tuple(head.digests[c] for c in m.binding.bound_components()),
             m.binding.binds,
-            m.binding.system_notices,
+            ctx.system_notices,
+            appends,
+            ctx.anchor_sequence,
             m.binding.reads,
             m.strategy,
             budget,
@@ -292,6 +333,61 @@ class Compiler:
         limit = self._window_limit(budget)
         if state is None:
             state = self._full_render(ctx, lineage, record, serial, windowed=limit)
+        appended_before = state.last_change is not None
+        stored_change: StoredMessage | None = None
+        new_anchor: AnchoredHead | None = None
+        if appends and anchor is not None:
+            unchanged = steady is not None and steady.last_change is state.last_change
+            sent: Sent | None = None
+            if unchanged:
+                change: Change | bool | None = None  # nothing new since the last compile
+            else:
+                sent = (
+                    Sent.from_json(state.last_change)
+                    if state.last_change is not None
+                    else Sent.anchored(anchor)
+                )
+                change = plan_change(sent, asked, inline_tools=m.binding.inline_tools)
+            if change is False:  # cannot be appended: a head change as before
+                anchor = new_anchor = AnchoredHead(state.last_sequence, head_json(asked))
+                head, ctx = asked, self._context(asked, record, appends, anchor)
+                cache_key = attrs.evolve(
+                    cache_key,
+                    bound=tuple(head.digests[c] for c in m.binding.bound_components()),
+                    anchor_sequence=anchor.at_sequence,
+                )
+                state = self._full_render(ctx, lineage, record, serial, windowed=limit)
+            elif isinstance(change, Change):
+                if dry_run:  # shown, not stored
+                    message = StoredMessage(
+                        id="head_change_preview",
+                        sequence=state.last_sequence + 1,
+                        branch=key,
+                        role="system",
+                        content=change.content,
+                        metadata=change.metadata,
+                        created_at=_now(),
+                    )
+                else:
+                    message = stored_change = m.store.append(
+                        m.namespace, key, "system", change.content, change.metadata
+                    )
+                render_message(state, ctx, message)
+                head = request_head(anchor, change.sent, asked)
+            elif steady is not None and unchanged:
+                head = steady.sent
+            else:
+                assert sent is not None
+                head = request_head(anchor, sent, asked)
+                self._steady[key] = _Steady(anchor, asked, base_head, state.last_change, head)
+        elif anchor is None and m.binding.append_changes:  # the first anchor
+            anchor = new_anchor = AnchoredHead(state.last_sequence, head_json(asked))
+        elif anchor is not None and steady is None:  # not appending: anchor what is sent now
+            if _json(anchor.head) != _json(head_json(asked)):
+                anchor = new_anchor = AnchoredHead(state.last_sequence, head_json(asked))
+            else:
+                self._steady[key] = _Steady(anchor, asked, asked, state.last_change, asked)
+        start_before = state.start
 
         if budget is not None:  # before a fold stores anything (issue 17 item 2)
             needed = required_tokens(state.spans)
@@ -323,9 +419,42 @@ class Compiler:
             if state.total_tokens > cap and (not mid_round or over_budget):
                 # mid-round, a jump would change what precedes the in-flight reply
                 # (VENDOR_RULES 6): deferred until the round closes, unless over the budget
-                anchor = jump_anchor(state.spans, target)
-                if anchor is not None and anchor != state.start:
-                    state = self._full_render(ctx, lineage, record, serial, start=anchor)
+                jump = jump_anchor(state.spans, target)
+                if jump is not None and jump != state.start:
+                    state = self._full_render(ctx, lineage, record, serial, start=jump)
+        if appends and (fold is not None or state.start != start_before):
+            # the whole tail is re-rendered anyway: the current head becomes the anchored one,
+            # and the changes appended so far become part of it (SPEC 7b)
+            fresh = AnchoredHead(state.last_sequence, head_json(asked))
+            if (
+                anchor is None
+                or appended_before
+                or stored_change is not None
+                or _json(fresh.head) != _json(anchor.head)
+            ):
+                again = attrs.evolve(
+                    self._context(asked, record, appends, fresh),
+                    releases=ctx.releases,
+                )
+                opener = (
+                    m.store.get(m.namespace, state.summary_id)
+                    if state.summary_id and state.summary_id != "summary_preview"
+                    else None
+                )
+                pending = list(state.unreported)
+                state = self._full_render(
+                    again, lineage, record, serial, start=state.start, summary=opener
+                )
+                state.unreported = pending + state.unreported
+                for spot, entry in list(state.left_out.items()):
+                    if entry.reason == "head" and "model" not in entry.changed:
+                        state.left_out[spot] = attrs.evolve(entry, reason="prefix", changed=())
+                head, anchor, new_anchor, ctx = asked, fresh, fresh, again
+                cache_key = attrs.evolve(
+                    cache_key,
+                    bound=tuple(head.digests[c] for c in m.binding.bound_components()),
+                    anchor_sequence=fresh.at_sequence,
+                )
 
         memo = self._windows.get(key)
         if memo is not None:
@@ -350,7 +479,7 @@ class Compiler:
         if not dry_run:
             left_out = frozenset(state.left_out) - put_back
             held = [e for e in state.unreported if (e.message_id, e.block) in put_back]
-            self._commit(key, record, state, entries, left_out, limit is not None)
+            self._commit(key, record, state, entries, left_out, limit is not None, new_anchor)
             state.unreported = held  # sent as recorded now; reported once the round closes
             self._states[key] = (cache_key, state)
         result = CompileResult(
@@ -369,6 +498,7 @@ class Compiler:
             last_sequence=state.last_sequence,
             end_predecessor=end_predecessor,
             restored=restored,
+            appended=() if stored_change is None else (stored_change.id,),
         )
         if strip is not None and not dry_run:
             log.info(
@@ -383,11 +513,19 @@ class Compiler:
             )
         return result
 
-    def _context(self, head: Head, record: BindingRecord) -> RenderContext:
+    def _context(
+        self,
+        head: Head,
+        record: BindingRecord,
+        appends: bool = False,
+        anchor: AnchoredHead | None = None,
+    ) -> RenderContext:
         m = self.manager
         return RenderContext(
+            appends=appends,
+            anchor_sequence=-1 if anchor is None else anchor.at_sequence,
             binds=m.binding.binds,
-            system_notices=m.binding.system_notices,
+            system_notices=m.binding.system_role(head.model),
             digests=head.digests,
             bound=m.binding.bound_components(),
             releases=record.releases,
@@ -708,9 +846,12 @@ class Compiler:
                 thinking = dict(head.settings["thinking"])
                 thinking["block_binding"] = {"prefix_mismatch_behavior": "drop_block"}
                 request["thinking"] = thinking
+        tail = close_tool_round(state)
+        for beta in sorted(state.betas.union(*(system_betas(t) for t in tail))):
+            if beta not in betas:
+                betas.append(beta)
         if betas:
             request["betas"] = betas
-        tail = close_tool_round(state)
         chain = state.chain
         for message in tail:
             for block in message["content"]:
@@ -730,6 +871,7 @@ class Compiler:
         entries: Sequence[StripEntry],
         left_out: frozenset[tuple[MessageId, int]],
         windowed: bool,
+        anchored_head: AnchoredHead | None = None,
     ) -> None:
         """Write what is permanent (new releases, reports), the left-out set and the anchor."""
         m = self.manager
@@ -751,6 +893,7 @@ class Compiler:
             and not reported
             and anchor is None
             and not left_changed
+            and anchored_head is None
         ):
             state.unreported = []
             return
@@ -763,8 +906,11 @@ class Compiler:
             anchor=anchor,
             left_out=sorted(left_out) if left_changed else None,
             at_sequence=state.last_sequence,
+            anchored_head=anchored_head,
         )
         record.first_compiled = True
+        if anchored_head is not None:
+            record.anchored_head = anchored_head
         record.left_out = left_out
         if anchor is not None:
             record.anchor = anchor
@@ -889,6 +1035,10 @@ def _strip(
 def _tail_provenance(request: dict[str, Any], state: RenderState) -> tuple[ProvenanceEntry, ...]:
     extra = len(request["messages"]) - len(state.messages)
     return tuple(ProvenanceEntry(kind="synthetic") for _ in range(extra))
+
+
+def _json(value: Any) -> str:
+    return canonical_json(value)
 
 
 def _summary_text(value: object) -> str:

@@ -29,12 +29,13 @@ from context_manager._model._content import (
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
+    UnknownBlock,
     block_to_wire,
     is_thinking,
     signature_of,
 )
 from context_manager._model._log import library_logger
-from context_manager._model._messages import MessageId, StoredMessage
+from context_manager._model._messages import HEAD_CHANGE_KIND, MessageId, StoredMessage
 from context_manager._model._readability import Readability, documented_readability
 from context_manager._model._results import ProvenanceEntry, ProvenanceKind, Source
 from context_manager._store._protocol import Release
@@ -60,6 +61,14 @@ OMITTED_HISTORY_TEXT = "[earlier conversation omitted]"
 """Opens a render whose first kept message is not the user's (the API requires a user first)."""
 
 MISSING_RESULT_TEXT = "No result was recorded for this tool call."
+
+SYSTEM_FIELDS = ("clear_at", "output_config")
+"""Fields of a stored system message (kept in ``metadata.extra``) sent on its message."""
+
+TOOL_CHANGES_BETA = "mid-conversation-tool-changes-2026-07-01"
+INLINE_TOOLS_BETA = "inline-tools-2026-09-15"
+CLEAR_AT_BETA = "mid-conversation-system-clear-at-2026-08-21"
+OUTPUT_CONFIG_BETA = "mid-conversation-output-config-2026-07-01"
 """The error result given to a ``tool_use`` whose answer was never stored (e.g. after a crash)."""
 
 
@@ -95,6 +104,8 @@ class RenderContext:
     stamps: Mapping[MessageId, Mapping[str, Any]]
     estimator: Callable[[Any], int]
     resolve: Callable[[Block], Block | None] | None = None
+    """Turns a stored thinking block back into the block as sent (reasoning sidecar); ``None``
+    from it means the text cannot be had, and the block is treated as unstamped."""
     model: str = ""
     """The requested model (the reader in the model check)."""
     reads: Readability = documented_readability
@@ -102,6 +113,10 @@ class RenderContext:
     from it means the text cannot be had, and the block is treated as unstamped."""
     pieces: Pieces | None = None
     """Blocks already encoded, by stored message (filled as the render meets new ones)."""
+    appends: bool = False
+    """Changes are appended (SPEC 7b): ``head-change`` messages after ``anchor_sequence`` render."""
+    anchor_sequence: int = -1
+    """``head-change`` messages at or before it are part of the anchored head (not rendered)."""
 
 
 @attrs.define
@@ -128,6 +143,15 @@ class RenderState:
     """Every rendered thinking block left out without a release, and why."""
     kept_thinking: set[tuple[MessageId, int]] = attrs.field(factory=set)
     """Every rendered thinking block sent."""
+    pending_system: list[tuple[MessageId, dict[str, Any], dict[int, int]]] = attrs.field(
+        factory=list
+    )
+    """System messages waiting for their place (after a user message, before the next assistant
+    one or at the end: VENDOR_RULES 16): ``(id, message, compiled index -> stored block)``."""
+    betas: set[str] = attrs.field(factory=set)
+    """Betas the rendered system messages need."""
+    last_change: dict[str, Any] | None = None
+    """What is sent after the newest ``head-change`` message rendered (SPEC 7b), if any."""
 
     def copy(self) -> RenderState:
         """A copy whose lists can grow without touching this one (O(window) references)."""
@@ -142,6 +166,8 @@ class RenderState:
             sequences=dict(self.sequences),
             left_out=dict(self.left_out),
             kept_thinking=set(self.kept_thinking),
+            pending_system=list(self.pending_system),
+            betas=set(self.betas),
         )
 
     def _check(self) -> None:
@@ -150,6 +176,8 @@ class RenderState:
         assert not self.messages or self.messages[0]["role"] == "user"
         for before, after in zip(self.messages, self.messages[1:], strict=False):
             assert before["role"] != after["role"], "adjacent messages share a role"
+            if after["role"] == "system":
+                assert before["role"] == "user", "a system message follows a user message"
         for message in self.messages:
             assert message["content"], "empty message rendered"
 
@@ -161,10 +189,83 @@ def _text_only(blocks: tuple[Block, ...]) -> list[tuple[int, Block]]:
 def rendered_role(message: StoredMessage, state: RenderState, ctx: RenderContext) -> str:
     """The role ``message`` is sent with: system notices follow ``system_notices``."""
     if message.role == "system" or message.metadata.system_notice:
-        if ctx.system_notices == "system" and state.messages:
-            return "system"
-        return "user"
+        return "system" if ctx.system_notices == "system" else "user"
     return message.role
+
+
+def system_betas(message: Mapping[str, Any]) -> set[str]:
+    """The betas a rendered ``role: "system"`` message needs (VENDOR_RULES 17-19)."""
+    betas: set[str] = set()
+    for block in message.get("content", ()):
+        tool = block.get("tool") if isinstance(block, Mapping) else None
+        if isinstance(tool, Mapping):
+            if tool.get("type") == "tool_definition":
+                betas.add(INLINE_TOOLS_BETA)
+            else:
+                betas.add(TOOL_CHANGES_BETA)
+    if "clear_at" in message:
+        betas.add(CLEAR_AT_BETA)
+    if "output_config" in message:
+        betas.add(OUTPUT_CONFIG_BETA)
+    return betas
+
+
+def _hold_system(state: RenderState, ctx: RenderContext, message: StoredMessage) -> None:
+    """Keep a stored system message, with every block and field, until its place comes."""
+    blocks: list[dict[str, Any]] = []
+    mapping: dict[int, int] = {}
+    for index, block in enumerate(message.content):
+        if isinstance(block, TextBlock):
+            if not block.text.strip():
+                continue
+        elif not isinstance(block, UnknownBlock):
+            log.info("block_outside_its_role_left_out", message_id=message.id, block=index)
+            continue
+        mapping[len(blocks)] = index
+        blocks.append(block_to_wire(block))
+    wire: dict[str, Any] = {"role": "system", "content": blocks}
+    for name in SYSTEM_FIELDS:
+        if name in message.metadata.extra:
+            wire[name] = message.metadata.extra[name]
+    if not blocks and not wire.get("output_config"):
+        state.spans.append(Span(message.sequence, 0, False))
+        return
+    tokens = ctx.estimator(wire)
+    state.pending_system.append((message.id, wire, mapping))
+    state.spans.append(Span(message.sequence, tokens, False))
+
+
+def merged_system(state: RenderState) -> tuple[dict[str, Any], tuple[Source, ...]] | None:
+    """The pending system messages as one message (adjacent ones merge), or ``None``."""
+    if not state.pending_system:
+        return None
+    merged: dict[str, Any] = {"role": "system", "content": []}
+    sources: list[Source] = []
+    for message_id, wire, mapping in state.pending_system:
+        offset = len(merged["content"])
+        merged["content"].extend(wire["content"])
+        for name in SYSTEM_FIELDS:
+            if name in wire:
+                merged[name] = wire[name]
+        sources.append(Source(message_id, {j + offset: b for j, b in mapping.items()}))
+    return merged, tuple(sources)
+
+
+def _place_system(state: RenderState, ctx: RenderContext) -> None:
+    """Render the pending system messages now: the last message is the user's."""
+    found = merged_system(state)
+    state.pending_system = []
+    if found is None:
+        return
+    message, sources = found
+    for wire in message["content"]:
+        state.chain = feed_block(state.chain, "system", wire)
+    state.betas |= system_betas(message)
+    state.messages.append(message)
+    state.provenance.append(ProvenanceEntry(kind="notice", sources=sources))
+    tokens = ctx.estimator(message)
+    state.message_tokens.append(tokens)
+    state.total_tokens += tokens
 
 
 def is_clean_start(message: StoredMessage) -> bool:
@@ -313,8 +414,19 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
     state.sequences[message.id] = message.sequence
     if message.metadata.kind == "summary":
         return
+    if message.metadata.kind == HEAD_CHANGE_KIND and (
+        not ctx.appends or message.sequence <= ctx.anchor_sequence
+    ):
+        state.spans.append(Span(message.sequence, 0, False))
+        return  # part of the anchored head, or changes are not appended: the head says it
+    if message.metadata.kind == HEAD_CHANGE_KIND:
+        sent = message.metadata.extra.get("sent")
+        state.last_change = dict(sent) if isinstance(sent, Mapping) else state.last_change
     role = rendered_role(message, state, ctx)
     notice = message.role == "system" or message.metadata.system_notice
+    if role == "system":
+        _hold_system(state, ctx, message)
+        return
     if not state.messages and role != "user":
         _push(
             state, ctx, "user", [{"type": "text", "text": OMITTED_HISTORY_TEXT}], "synthetic", None
@@ -324,6 +436,8 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
         # a reply stored right after a reply merges with it; the round stays open for both
         _push(state, ctx, "user", _synthetic_results(state.open_tool_uses), "synthetic", None)
         state.open_tool_uses = {}
+    if role == "assistant" and state.pending_system and state.messages[-1]["role"] == "user":
+        _place_system(state, ctx)
 
     merging = bool(state.messages) and state.messages[-1]["role"] == role
     chain = state.chain
@@ -436,7 +550,14 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
 
 
 def close_tool_round(state: RenderState) -> list[dict[str, Any]]:
-    """The synthetic user message answering calls still open at the end, if any (not cached)."""
-    if not state.open_tool_uses:
-        return []
-    return [{"role": "user", "content": _synthetic_results(state.open_tool_uses)}]
+    """What ends the request beyond the cached render (not cached): the synthetic user message
+    answering calls still open, then the pending system messages when a user message precedes
+    them (VENDOR_RULES 16: a system message may end the list)."""
+    tail: list[dict[str, Any]] = []
+    if state.open_tool_uses:
+        tail.append({"role": "user", "content": _synthetic_results(state.open_tool_uses)})
+    last = tail[-1] if tail else (state.messages[-1] if state.messages else None)
+    found = merged_system(state)
+    if found is not None and last is not None and last["role"] == "user":
+        tail.append(found[0])
+    return tail

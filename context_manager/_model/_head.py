@@ -14,7 +14,7 @@ from typing import Any, Literal
 import attrs
 
 from ._canonical import digest
-from ._readability import Readability, documented_readability
+from ._readability import Readability, accepts_system_messages, documented_readability
 
 HEAD_COMPONENTS = ("system", "tools", "model", "settings")
 """The order ``ThinkingStrip.changed`` lists differing components in."""
@@ -110,8 +110,16 @@ class ThinkingBinding:
         drop_block: ask the provider to drop (not reject) blocks failing its check, via
             ``thinking.block_binding`` and the binding-controls beta.
         binds_settings: treat request settings as bound (off: the vendor does not bind them).
-        system_notices: render system notices as ``role: "system"`` messages (``"system"``)
-            or as user text (``"user"``).
+        system_messages: how stored ``role: "system"`` messages (a host's own, notices, head
+            changes) are sent: ``"auto"`` as system messages on models that take them
+            (VENDOR_RULES 16) and as user text elsewhere; ``"system"`` or ``"user"`` force one.
+            ``system_notices=`` is accepted as an alias.
+        append_changes: on a model that takes system messages, keep ``system`` and ``tools`` as
+            anchored and append a change as a ``head-change`` system message (SPEC 7b) instead
+            of stripping every earlier thinking block.
+        inline_tools: a redefined tool (or one re-added with another definition) is given
+            inline (``tool_definition``, beta ``inline-tools``, Claude API only); off, such a
+            change is a head change.
         reads: the model check ``(reader_model, producer_model) -> bool``; the default is the
             documented table (VENDOR_RULES 9): a model reads its own blocks, anything
             undocumented is unreadable.
@@ -120,12 +128,44 @@ class ThinkingBinding:
     binds: bool = True
     drop_block: bool = True
     binds_settings: bool = False
-    system_notices: Literal["user", "system"] = attrs.field(
-        default="user", validator=attrs.validators.in_(("user", "system"))
+    system_messages: Literal["auto", "user", "system"] = attrs.field(
+        default="auto", validator=attrs.validators.in_(("auto", "user", "system"))
     )
+    append_changes: bool = True
+    inline_tools: bool = True
     reads: Readability = attrs.field(
         default=documented_readability, validator=attrs.validators.is_callable()
     )
+
+    system_notices: Literal["auto", "user", "system"] | None = attrs.field(
+        default=None, eq=False, repr=False
+    )
+    """Alias of ``system_messages`` (the first round's name), accepted at construction only;
+    when given it wins. Read ``system_messages``."""
+
+    def __attrs_post_init__(self) -> None:
+        if self.system_notices is not None:
+            if self.system_notices not in ("auto", "user", "system"):
+                raise ValueError(
+                    "'system_notices' must be in ('auto', 'user', 'system') "
+                    f"(got {self.system_notices!r})"
+                )
+            object.__setattr__(self, "system_messages", self.system_notices)
+        object.__setattr__(self, "system_notices", None)  # so ``attrs.evolve`` cannot undo it
+
+    def system_role(self, model: str) -> Literal["user", "system"]:
+        """The role stored system messages are sent with to ``model``."""
+        if self.system_messages == "auto":
+            return "system" if accepts_system_messages(model) else "user"
+        return self.system_messages
+
+    def appends(self, model: str) -> bool:
+        """Whether a ``system`` / ``tools`` change is appended on ``model`` (SPEC 7b)."""
+        return (
+            self.append_changes
+            and self.system_role(model) == "system"
+            and accepts_system_messages(model)
+        )
 
     def bound_components(self) -> tuple[str, ...]:
         """The head components a block is bound to under this configuration."""

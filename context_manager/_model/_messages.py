@@ -23,6 +23,10 @@ Role: TypeAlias = Literal["user", "assistant", "system"]
 ROLES: tuple[Role, ...] = ("user", "assistant", "system")
 
 REASONING_LOSS_KIND = "reasoning-loss"
+
+HEAD_CHANGE_KIND = "head-change"
+"""``metadata.kind`` of a system message the compiler appended for a ``system`` / ``tools`` change
+(SPEC 7b)."""
 """``metadata.kind`` of every ``[reasoning]`` notice."""
 
 

@@ -7,6 +7,7 @@ reading: never send what may be dropped or refused).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from typing import TypeAlias
@@ -90,3 +91,32 @@ def documented_readability(reader: str, producer: str) -> bool:
     if read == ModelName("opus", _OPUS_5_5):
         return made.line in OLD_LINES and made.version < _OPUS_5_5
     return False
+
+
+SYSTEM_MESSAGE_MODELS = frozenset(
+    {
+        "claude-fable-5-1",
+        "claude-mythos-5-1",
+        "claude-fable-5",
+        "claude-mythos-5",
+        "claude-opus-5-5",
+        "claude-opus-5",
+        "claude-opus-4-8",
+        "claude-sonnet-5-5",
+        "claude-haiku-5-5",
+    }
+)
+"""Models documented to accept mid-conversation ``role: "system"`` messages (VENDOR_RULES 16);
+not Sonnet 5."""
+
+
+@functools.lru_cache(maxsize=256)
+def accepts_system_messages(model: str) -> bool:
+    """True when ``model`` (or its dated id) takes mid-conversation system messages.
+
+    >>> accepts_system_messages("claude-opus-5-5-20260901")
+    True
+    >>> accepts_system_messages("claude-sonnet-5")
+    False
+    """
+    return any(same_model(model, known) for known in SYSTEM_MESSAGE_MODELS)

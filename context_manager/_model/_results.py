@@ -89,3 +89,6 @@ class CompileResult:
     thinking block records it as its predecessor)."""
     restored: tuple[MessageId, ...] = ()
     """Stored reply ids whose thinking, left out by the last committing compile, is sent again."""
+    appended: tuple[MessageId, ...] = ()
+    """The ``head-change`` system message this compile stored for a ``system`` / ``tools``
+    change (SPEC 7b); empty when nothing was appended (always on a dry compile)."""

@@ -25,6 +25,7 @@ from ._postgres_schema import (
     probe,
 )
 from ._protocol import (
+    AnchoredHead,
     BindingRecordData,
     BranchRecord,
     BranchRef,
@@ -56,6 +57,7 @@ __all__ = [
     "MIGRATIONS",
     "MIGRATION_LOCK",
     "SCHEMA_VERSION",
+    "AnchoredHead",
     "BindingRecordData",
     "BranchRecord",
     "BranchRef",

@@ -27,7 +27,7 @@ from context_manager._model._messages import (
     encode_message,
 )
 
-from ._protocol import BindingRecordData, BranchRecord, BranchRef, Lineage, Release
+from ._protocol import AnchoredHead, BindingRecordData, BranchRecord, BranchRef, Lineage, Release
 from ._read import check_limit, select_window
 
 
@@ -42,6 +42,7 @@ class _Namespace:
     stamps: dict[MessageId, dict[str, Any]] = attrs.field(factory=dict)
     first_compiled: set[str] = attrs.field(factory=set)
     anchors: dict[str, int] = attrs.field(factory=dict)
+    heads: dict[str, list[AnchoredHead]] = attrs.field(factory=dict)  # by at_sequence
     releases: dict[str, dict[MessageId, Release]] = attrs.field(factory=dict)
     left_out: dict[str, frozenset[tuple[MessageId, int]]] = attrs.field(factory=dict)
     revisions: list[tuple[MessageId, tuple[Block, ...]]] = attrs.field(factory=list)
@@ -106,6 +107,11 @@ class MemoryStore:
                     or release.at_sequence <= fork_sequence
                 }
                 space.left_out[record.key] = space.left_out.get(parent, frozenset())
+                space.heads[record.key] = [
+                    h
+                    for h in space.heads.get(parent, [])
+                    if fork_sequence is None or h.at_sequence <= fork_sequence
+                ]
             return record
 
     def delete_branch(self, namespace: str, name: str) -> BranchRecord:
@@ -272,6 +278,7 @@ class MemoryStore:
                 releases=dict(space.releases.get(branch, {})) if releases else {},
                 anchor=space.anchors.get(branch),
                 left_out=space.left_out.get(branch, frozenset()),
+                anchored_head=space.heads[branch][-1] if space.heads.get(branch) else None,
             )
 
     def releases(
@@ -292,9 +299,15 @@ class MemoryStore:
         anchor: int | None = None,
         left_out: Sequence[tuple[MessageId, int]] | None = None,
         at_sequence: int | None = None,
+        anchored_head: AnchoredHead | None = None,
     ) -> None:
         with self._lock:
             space = self._space(namespace)
+            if anchored_head is not None:
+                heads = space.heads.setdefault(branch, [])
+                heads[:] = [h for h in heads if h.at_sequence != anchored_head.at_sequence]
+                heads.append(anchored_head)
+                heads.sort(key=lambda h: h.at_sequence)
             if left_out is not None:
                 space.left_out[branch] = frozenset((mid, int(b)) for mid, b in left_out)
             if first_compiled:

@@ -42,6 +42,7 @@ from context_manager._model._messages import (
     encode_message,
 )
 from context_manager._store._protocol import (
+    AnchoredHead,
     BindingRecordData,
     BranchRecord,
     BranchRef,
@@ -321,6 +322,7 @@ class PostgresStore:
                 "branch_state",
                 "releases",
                 "left_out",
+                "anchored_heads",
             ):
                 conn.execute(f"DELETE FROM {table} WHERE ns = %s".encode(), (namespace,))
 
@@ -361,6 +363,12 @@ class PostgresStore:
                     "INSERT INTO left_out (ns, branch, message_id, block) "
                     "SELECT ns, %s, message_id, block FROM left_out WHERE ns = %s AND branch = %s",
                     (record.key, namespace, parent),
+                )
+                conn.execute(
+                    "INSERT INTO anchored_heads (ns, branch, at_seq, head) "
+                    "SELECT ns, %s, at_seq, head FROM anchored_heads WHERE ns = %s "
+                    "AND branch = %s AND (%s::bigint IS NULL OR at_seq <= %s::bigint)",
+                    (record.key, namespace, parent, fork_sequence, fork_sequence),
                 )
             return record
 
@@ -620,11 +628,17 @@ class PostgresStore:
                 "SELECT message_id, block FROM left_out WHERE ns = %s AND branch = %s",
                 (namespace, branch),
             ).fetchall()
+            head = conn.execute(
+                "SELECT at_seq, head FROM anchored_heads WHERE ns = %s AND branch = %s "
+                "ORDER BY at_seq DESC LIMIT 1",
+                (namespace, branch),
+            ).fetchone()
         return BindingRecordData(
             first_compiled=bool(state and state[0]),
             releases={r[0]: _release(r) for r in rows},
             anchor=None if state is None or state[1] is None else int(state[1]),
             left_out=frozenset((r[0], int(r[1])) for r in left),
+            anchored_head=None if head is None else AnchoredHead.from_json(head[0], head[1]),
         )
 
     def releases(
@@ -652,8 +666,16 @@ class PostgresStore:
         anchor: int | None = None,
         left_out: Sequence[tuple[MessageId, int]] | None = None,
         at_sequence: int | None = None,
+        anchored_head: AnchoredHead | None = None,
     ) -> None:
         with self._write(namespace) as conn, conn.cursor() as cursor:
+            if anchored_head is not None:
+                cursor.execute(
+                    "INSERT INTO anchored_heads (ns, branch, at_seq, head) "
+                    "VALUES (%s, %s, %s, %s) ON CONFLICT (ns, branch, at_seq) DO UPDATE SET "
+                    "head = excluded.head",
+                    (namespace, branch, anchored_head.at_sequence, anchored_head.to_json()),
+                )
             if left_out is not None:
                 cursor.execute(
                     "DELETE FROM left_out WHERE ns = %s AND branch = %s", (namespace, branch)

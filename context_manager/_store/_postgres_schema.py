@@ -66,6 +66,11 @@ MIGRATIONS: tuple[str, ...] = (
         block integer NOT NULL, PRIMARY KEY (ns, branch, message_id, block));
     ALTER TABLE releases ADD COLUMN at_seq bigint;
     """,
+    # 3: the anchored head of each branch, one row per re-anchoring (SPEC 7b), as SQLite's 6.
+    """
+    CREATE TABLE anchored_heads (ns text NOT NULL, branch text NOT NULL, at_seq bigint NOT NULL,
+        head text NOT NULL, PRIMARY KEY (ns, branch, at_seq));
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

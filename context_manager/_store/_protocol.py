@@ -10,6 +10,7 @@ sequence, never by scanning a whole history.
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Sequence
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
@@ -75,6 +76,26 @@ class Release:
 
 
 @attrs.frozen
+class AnchoredHead:
+    """The ``system`` and ``tools`` a branch sends while changes are appended (SPEC 7b).
+
+    ``at_sequence``: the branch's newest sequence when it was anchored; ``head-change``
+    messages at or before it are already part of it (not rendered). ``head`` is
+    ``{"system": ..., "tools": [...]}`` as JSON.
+    """
+
+    at_sequence: int
+    head: dict[str, Any]
+
+    def to_json(self) -> str:
+        return json.dumps(self.head, sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, at_sequence: int, text: str) -> AnchoredHead:
+        return cls(int(at_sequence), dict(json.loads(text)))
+
+
+@attrs.frozen
 class BindingRecordData:
     """A branch's binding record as stored."""
 
@@ -86,6 +107,8 @@ class BindingRecordData:
     """``(reply id, block)`` the last committing compile left out without releasing (a head
     change, an unreadable model, a gap, a changed earlier message): a strip reports only what is
     newly left out, and a block sent again from here is ``restored`` (SPEC 7)."""
+    anchored_head: AnchoredHead | None = None
+    """The newest anchored head (SPEC 7b); a fork inherits the parent's as of the fork point."""
 
 
 @runtime_checkable
@@ -183,6 +206,7 @@ class Store(Protocol):
         anchor: int | None = None,
         left_out: Sequence[tuple[MessageId, int]] | None = None,
         at_sequence: int | None = None,
+        anchored_head: AnchoredHead | None = None,
     ) -> None: ...
 
     def add_release(

@@ -30,7 +30,7 @@ from context_manager._model._messages import (
     encode_message,
 )
 
-from ._protocol import BindingRecordData, BranchRecord, BranchRef, Lineage, Release
+from ._protocol import AnchoredHead, BindingRecordData, BranchRecord, BranchRef, Lineage, Release
 from ._read import check_limit, select_window
 from ._sqlite_file import connect, open_versioned, transaction
 
@@ -85,6 +85,11 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TABLE left_out (ns TEXT NOT NULL, branch TEXT NOT NULL, message_id TEXT NOT NULL,
         block INTEGER NOT NULL, PRIMARY KEY (ns, branch, message_id, block));
     ALTER TABLE releases ADD COLUMN at_seq INTEGER;
+    """,
+    # 6: the anchored head of each branch, one row per re-anchoring (append-only, SPEC 7b).
+    """
+    CREATE TABLE anchored_heads (ns TEXT NOT NULL, branch TEXT NOT NULL, at_seq INTEGER NOT NULL,
+        head TEXT NOT NULL, PRIMARY KEY (ns, branch, at_seq));
     """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -156,6 +161,7 @@ class SQLiteStore:
                 "branch_state",
                 "releases",
                 "left_out",
+                "anchored_heads",
             ):
                 db.execute(f"DELETE FROM {table} WHERE ns = ?", (namespace,))
 
@@ -196,6 +202,12 @@ class SQLiteStore:
                     "INSERT INTO left_out (ns, branch, message_id, block) "
                     "SELECT ns, ?, message_id, block FROM left_out WHERE ns = ? AND branch = ?",
                     (record.key, namespace, parent),
+                )
+                db.execute(
+                    "INSERT INTO anchored_heads (ns, branch, at_seq, head) "
+                    "SELECT ns, ?, at_seq, head FROM anchored_heads WHERE ns = ? AND branch = ? "
+                    "AND (? IS NULL OR at_seq <= ?)",
+                    (record.key, namespace, parent, fork_sequence, fork_sequence),
                 )
             return record
 
@@ -440,6 +452,17 @@ class SQLiteStore:
                     (namespace, branch),
                 )
             ),
+            anchored_head=next(
+                (
+                    AnchoredHead.from_json(r[0], r[1])
+                    for r in self._query(
+                        "SELECT at_seq, head FROM anchored_heads WHERE ns = ? AND branch = ? "
+                        "ORDER BY at_seq DESC LIMIT 1",
+                        (namespace, branch),
+                    )
+                ),
+                None,
+            ),
         )
 
     def releases(
@@ -469,8 +492,15 @@ class SQLiteStore:
         anchor: int | None = None,
         left_out: Sequence[tuple[MessageId, int]] | None = None,
         at_sequence: int | None = None,
+        anchored_head: AnchoredHead | None = None,
     ) -> None:
         with self._transaction() as db:
+            if anchored_head is not None:
+                db.execute(
+                    "INSERT INTO anchored_heads (ns, branch, at_seq, head) VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT (ns, branch, at_seq) DO UPDATE SET head = excluded.head",
+                    (namespace, branch, anchored_head.at_sequence, anchored_head.to_json()),
+                )
             if left_out is not None:
                 db.execute("DELETE FROM left_out WHERE ns = ? AND branch = ?", (namespace, branch))
                 db.executemany(

@@ -76,6 +76,8 @@ class TurnResult:
     def total_usage(self) -> CallUsage:
         """The turn's tokens: uncached input, cache reads, cache writes and output, summed."""
         return CallUsage.total(self.usage)
+    head_changes: tuple[MessageId, ...] = ()
+    """The ``head-change`` system messages the turn's compiles appended (SPEC 7b)."""
 
 
 @attrs.define(eq=False)
@@ -325,9 +327,11 @@ class Agent:
         calls: list[ToolCall] = []
         notices: list[MessageId] = list(stored)
         usage: list[CallUsage] = []
+        changes: list[MessageId] = []
         stop_reason: str | None = None
         for _ in range(MAX_CALLS_PER_TURN):
             result = await cm.compile_async(self.head)
+            changes.extend(result.appended)
             message = await stream_call(
                 client,
                 result.request,
@@ -342,7 +346,8 @@ class Agent:
             uses = [b for b in to_blocks(message) if isinstance(b, ToolUseBlock)]
             if not uses:
                 break
-            results = [await run_tool(self.tools, use) for use in uses]
+            offered = _offered(self.head)
+            results = [await run_tool(self.tools, use, offered) for use in uses]
             calls.extend(
                 ToolCall(u.id, u.name, dict(u.input), bool(r.is_error))
                 for u, r in zip(uses, results, strict=True)
@@ -353,7 +358,14 @@ class Agent:
             log.warning("turn_call_limit", agent=self.name, calls=MAX_CALLS_PER_TURN)
         self._turn = None
         notices.extend(self._flush())
-        return TurnResult(tuple(replies), tuple(calls), tuple(notices), stop_reason, tuple(usage))
+        return TurnResult(
+            tuple(replies),
+            tuple(calls),
+            tuple(notices),
+            stop_reason,
+            tuple(usage),
+            tuple(changes),
+        )
 
     def _log_usage(self, message: object, result: CompileResult) -> CallUsage:
         """The call's usage, logged as one ``call_usage`` event (info) for operators."""
@@ -369,6 +381,14 @@ class Agent:
             output_tokens=usage.output_tokens,
         )
         return usage
+
+
+def _offered(head: Head) -> frozenset[str] | None:
+    """The tool names ``head`` offers, or ``None`` when it declares no tools (the agent's tool
+    map alone decides then)."""
+    if not head.tools:
+        return None
+    return frozenset(str(t.get("name")) for t in head.tools if not t.get("defer_loading"))
 
 
 def _awaits_answer(messages: Sequence[Any]) -> bool:

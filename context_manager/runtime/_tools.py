@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any, TypeAlias
 
 import attrs
@@ -40,8 +40,26 @@ class ToolCall:
     is_error: bool
 
 
-async def run_tool(tools: Mapping[str, ToolFunction], call: ToolUseBlock) -> ToolResultBlock:
-    """Run ``call`` and return its result block (``is_error`` on any failure)."""
+REMOVED_TOOL_TEXT = (
+    "tool {name!r} was removed from your tools by a change of this conversation (a system "
+    "message withdrew it); it cannot be called now"
+)
+"""The error result of a call to a tool the agent's head no longer offers (SPEC 7b)."""
+
+
+async def run_tool(
+    tools: Mapping[str, ToolFunction],
+    call: ToolUseBlock,
+    offered: Collection[str] | None = None,
+) -> ToolResultBlock:
+    """Run ``call`` and return its result block (``is_error`` on any failure).
+
+    ``offered``: the tool names the agent's head offers now; a call to any other name is
+    answered with an error result naming the change (a removed tool stays declared in the
+    request's ``tools`` while changes are appended, so the model may still call it).
+    """
+    if offered is not None and call.name not in offered:
+        return _error(call, REMOVED_TOOL_TEXT.format(name=call.name))
     function = tools.get(call.name)
     if function is None:
         known = ", ".join(sorted(tools)) or "none"
