@@ -259,12 +259,14 @@ def _keys(store: SQLiteStore) -> list[str]:
 
 def _inflight_index(request: dict[str, Any]) -> int | None:
     """The index of the newest assistant message when its tool calls are answered last."""
-    messages = request["messages"]
+    messages = [m for m in request["messages"] if m["role"] != "system"]  # notices, changes
     for index in range(len(messages) - 1, -1, -1):
         if messages[index]["role"] == "assistant":
             content = messages[index]["content"]
             calls = isinstance(content, list) and any(b.get("type") == "tool_use" for b in content)
-            return index if calls and index == len(messages) - 2 else None
+            if not calls or index != len(messages) - 2:
+                return None
+            return [n for n, m in enumerate(request["messages"]) if m["role"] == "assistant"][-1]
     return None
 
 
