@@ -59,6 +59,7 @@ from ._model._usage import CallUsage, usage_of
 from ._reasoning._audit import AuditResult, ReasoningPart, UntrustedText, read_reasoning
 from ._reasoning._capture import ReasoningCapture, warn_if_reasoning_unconfigured
 from ._reasoning._store import MemoryReasoningStore, ReasoningStore, SQLiteReasoningStore
+from ._store._hold import Hold
 from ._store._memory import MemoryStore
 from ._store._postgres import PostgresStore
 from ._store._protocol import BranchRecord, BranchRef, Store, branch_key
@@ -85,6 +86,7 @@ __all__ = [
     "ContextManagerError",
     "Fold",
     "Head",
+    "Hold",
     "ImageBlock",
     "InFlightThinkingInvalid",
     "LibraryLogger",

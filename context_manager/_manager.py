@@ -24,6 +24,7 @@ from ._model._head import Head, ThinkingBinding
 from ._model._messages import MessageId, MessageMeta, Role, StoredMessage, check_role, coerce_meta
 from ._model._results import CompileResult, ThinkingStrip
 from ._reasoning._capture import ReasoningCapture, resolve_without_sidecar
+from ._store._hold import Hold
 from ._store._lineage import lineage_of
 from ._store._protocol import BranchRecord, BranchRef, Lineage, Store
 
@@ -131,6 +132,18 @@ class ContextManager:
         """The segments the branch ``key`` (default: current) reads."""
         record = self._branch if key is None else self.store.branch_by_key(self.namespace, key)
         return lineage_of(record, lambda k: self.store.branch_by_key(self.namespace, k))
+
+    def hold(self, *, timeout: float | None = None, holder: str | None = None) -> Hold:
+        """Hold this agent for a whole turn or round, across processes and hosts.
+
+        ``async with cm.hold():`` (or ``with``) around a host's own round keeps every other
+        holder (the bundled runtime holds each turn) out until it ends, without a database
+        transaction: writes inside commit as usual. See ``Store.hold``.
+
+        Raises:
+            AgentBusy: another holder kept the agent past ``timeout``; it is named.
+        """
+        return self.store.hold(self.namespace, timeout=timeout, holder=holder)
 
     def current_branch(self) -> BranchRef:
         """The branch compiles and writes go to."""

@@ -3,8 +3,10 @@
 Readers of what a user can see: a request's texts and thinking, a context's messages and its
 ``[reasoning]`` notices. Simulator helpers: ``sdk_client`` (the real SDK client in-process or over
 the loopback server), ``wire_reply`` (a reply as the assistant message a client sends back) and
-``transformations`` (a reply's ``input_transformations`` as ``(type, path, reason)`` triples).
-Builders: ``THINKING_HEAD`` and its tools, ``calling_script`` (a simulator script that calls a
+``transformations`` (a reply's ``input_transformations`` as ``(type, path, reason)`` triples),
+``invalid_calls`` (every call the simulator refused or whose request does not verify).
+Builders: ``THINKING_HEAD`` and its tools, ``PROBE_HEAD`` (one ``probe`` tool, a model that takes
+system messages) and ``head_json``, ``calling_script`` (a simulator script that calls a
 tool when asked), ``runtime_on`` (a runtime on the simulator's SDK client). Command line: ``cli``
 (the program in a subprocess, never the real API) and ``snapshot`` (a folder's files, to show
 nothing was written). They assert nothing, so a test's meaning stays in the test.
@@ -12,6 +14,7 @@ nothing was written). They assert nothing, so a test's meaning stays in the test
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -45,6 +48,30 @@ THINKING_HEAD = Head(
     settings={"max_tokens": 2048, "thinking": {"type": "adaptive"}},
 )
 FAST_RETRY = RetryPolicy(attempts=4, base_delay=0.001, max_delay=0.002)
+PROBE_TOOL = {"name": "probe", "description": "Look.", "input_schema": {"type": "object"}}
+PROBE_HEAD = Head(
+    model="claude-opus-5-5",  # takes mid-conversation system messages
+    system="You are Ada.",
+    tools=[PROBE_TOOL],
+    settings={"max_tokens": 2048, "thinking": {"type": "adaptive"}},
+)
+
+
+def head_json(head: Head) -> str:
+    """``head`` as JSON, for a host in a subprocess to rebuild with ``Head(**json.loads(...))``."""
+    fields = {"model": head.model, "system": head.system, "tools": head.tools}
+    return json.dumps({**fields, "settings": head.settings})
+
+
+def invalid_calls(sim: Simulator) -> list[str]:
+    """Why each call ``sim`` answered was not clean: refused, answered with thinking dropped, or
+    its request fails ``sim.verify``. Empty when every request compiled for it was valid."""
+    bad = []
+    for call in sim.calls:
+        checks = sim.verify({**call.request, "betas": list(call.betas)})
+        bad += [str(c.reason) for c in checks if c.reason is not None]
+        bad += [] if call.status == 200 and not call.dropped else [f"status {call.status}"]
+    return bad
 
 
 def calling_script(

@@ -21,13 +21,13 @@ from typing import Any
 
 import psycopg
 import pytest
+from helpers import PROBE_HEAD, head_json
 from postgres_server import Server
 from psycopg.conninfo import make_conninfo
 
 from context_manager import (
     AgentBusy,
     ContextManager,
-    Head,
     MessageMeta,
     NotADatabase,
     PostgresStore,
@@ -40,13 +40,7 @@ from context_manager import (
 from context_manager._store._postgres_schema import MIGRATIONS, SCHEMA_VERSION, open_versioned
 from context_manager.simulator import Simulator
 
-PROBE = {"name": "probe", "description": "Look.", "input_schema": {"type": "object"}}
-HEAD = Head(
-    model="claude-opus-5-5",
-    system="You are Ada.",
-    tools=[PROBE],
-    settings={"max_tokens": 2048, "thinking": {"type": "adaptive"}},
-)
+HEAD = PROBE_HEAD
 
 
 @pytest.fixture
@@ -291,6 +285,7 @@ ROUND_WRITER = textwrap.dedent(
     import asyncio, json, sys
     from context_manager import ContextManager, Head, PostgresStore, ToolResultBlock, ToolUseBlock
     from context_manager.simulator import Simulator
+    from helpers import invalid_calls
 
     dsn, name, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
     head = Head(**json.loads(sys.argv[4]))
@@ -316,12 +311,7 @@ ROUND_WRITER = textwrap.dedent(
                     ToolResultBlock(u.id, f"{name} result {n}") for u in uses
                 ])
             print("ROUND", reply, results, flush=True)
-        bad = []
-        for call in sim.calls:
-            checks = sim.verify({**call.request, "betas": list(call.betas)})
-            bad += [str(c.reason) for c in checks if c.reason is not None]
-            bad += [] if call.status == 200 and not call.dropped else [f"status {call.status}"]
-        print("VERIFIED", len(sim.calls), json.dumps(bad), flush=True)
+        print("VERIFIED", len(sim.calls), json.dumps(invalid_calls(sim)), flush=True)
         await client.close()
         store.close()
 
@@ -339,10 +329,9 @@ def test_two_processes_writing_rounds_to_one_agent_never_interleave_them(
     cm = ContextManager.open(store, namespace="ada")
     cm.add_message("user", "both of you: look around")
     rounds = 12
-    head = json.dumps(
-        {"model": HEAD.model, "system": HEAD.system, "tools": HEAD.tools, "settings": HEAD.settings}
-    )
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    head = head_json(HEAD)
+    here = Path(__file__).resolve().parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(here.parent), str(here)])}
     workers = [
         subprocess.Popen(
             [sys.executable, "-c", ROUND_WRITER, postgres_dsn, name, str(rounds), head],

@@ -148,19 +148,25 @@ class CommandLineError(ContextManagerError, ValueError):
     """The command line cannot use its input (a path, a name); the message says why."""
 
 class AgentBusy(ContextManagerError, TimeoutError):
-    """Another connection (another host) held the agent's lock past the lock timeout.
+    """Another connection, process or host held the agent past the timeout.
 
-    ``holder`` describes it as PostgreSQL reports it (pid, application name, client address,
-    how long its transaction has been open), or says it could not be read.
+    ``holder`` describes it: for a write or batch on PostgreSQL as the server reports it (pid,
+    application name, client address, how long its transaction has been open); for a hold
+    (``Store.hold``, taken by the runtime for each turn) its ``LABEL@HOST:PID`` and how long it
+    has held. ``setting`` names the timeout to raise: ``lock_timeout`` or ``hold_timeout``.
     """
 
-    def __init__(self, namespace: str, holder: str, timeout: float) -> None:
+    def __init__(
+        self, namespace: str, holder: str, timeout: float, *, setting: str = "lock_timeout"
+    ) -> None:
         self.namespace = namespace
         self.holder = holder
         self.timeout = timeout
+        self.setting = setting
         super().__init__(
-            f"agent {namespace!r} is held by {holder} for longer than the {timeout:g} s lock "
-            "timeout; wait for that host's round to finish, stop it, or raise lock_timeout"
+            f"agent {namespace!r} is held by {holder} for longer than the {timeout:g} s "
+            f"{setting.replace('_', ' ')}; wait for that host's turn or round to finish, stop "
+            f"it, or raise {setting}"
         )
 
 

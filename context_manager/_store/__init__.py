@@ -5,6 +5,11 @@ Imports only ``_model``. A store never loses what it stored.
 
 from __future__ import annotations
 
+from ._hold import (
+    HOLD_TIMEOUT_SECONDS,
+    Hold,
+    holder_identity,
+)
 from ._lineage import (
     lineage_of,
 )
@@ -17,6 +22,7 @@ from ._postgres import (
 )
 from ._postgres_schema import (
     APPLICATION,
+    HOLD_CLASS,
     LOCK_CLASS,
     MIGRATION_LOCK,
     MIGRATIONS,
@@ -52,6 +58,8 @@ __all__ = [
     "APPLICATION",
     "APPLICATION_ID",
     "BUSY_TIMEOUT_SECONDS",
+    "HOLD_CLASS",
+    "HOLD_TIMEOUT_SECONDS",
     "INSTALL_HINT",
     "LOCK_CLASS",
     "MIGRATIONS",
@@ -61,6 +69,7 @@ __all__ = [
     "BindingRecordData",
     "BranchRecord",
     "BranchRef",
+    "Hold",
     "Lineage",
     "MemoryStore",
     "PostgresStore",
@@ -70,6 +79,7 @@ __all__ = [
     "branch_key",
     "check_limit",
     "connect",
+    "holder_identity",
     "lineage_of",
     "open_versioned",
     "probe",

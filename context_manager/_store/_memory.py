@@ -27,6 +27,7 @@ from context_manager._model._messages import (
     encode_message,
 )
 
+from ._hold import HOLD_TIMEOUT_SECONDS, Hold, LocalHolds, holder_identity
 from ._protocol import AnchoredHead, BindingRecordData, BranchRecord, BranchRef, Lineage, Release
 from ._read import check_limit, select_window
 
@@ -53,6 +54,7 @@ class MemoryStore:
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
+        self._holds = LocalHolds()
         self._spaces: dict[str, _Namespace] = {}
         self._messages: dict[MessageId, tuple[str, StoredMessage]] = {}
         self._sequence = 0
@@ -348,6 +350,13 @@ class MemoryStore:
         """Group writes (holds the store's lock; memory writes need no commit)."""
         with self._lock:
             yield
+
+    def hold(
+        self, namespace: str, *, timeout: float | None = None, holder: str | None = None
+    ) -> Hold:
+        """Hold the agent for a whole turn (a per-agent lock in this process); see ``Store``."""
+        wait = HOLD_TIMEOUT_SECONDS if timeout is None else timeout
+        return self._holds.hold(self, namespace, wait, holder_identity(holder))
 
     def close(self) -> None:
         """Nothing to release; present for the ``Store`` contract."""

@@ -52,6 +52,8 @@ from context_manager._store._protocol import (
 from context_manager._store._read import check_limit, select_window
 from context_manager._store._sqlite import _RELEASE_COLUMNS, _is_stamp, _release
 
+from ._hold import Hold, holder_identity
+from ._postgres_hold import PostgresHold, describe_holder
 from ._postgres_schema import LOCK_CLASS, open_versioned
 
 if TYPE_CHECKING:
@@ -65,16 +67,6 @@ log = library_logger("context_manager.store")
 INSTALL_HINT = "PostgresStore needs psycopg 3: pip install 'context-manager[postgres]'"
 
 _MESSAGE_COLUMNS = "id, seq, branch, role, content, meta, created_at"
-
-_HOLDER = """
-SELECT a.pid, a.application_name, host(a.client_addr),
-       extract(epoch FROM now() - a.xact_start)
-  FROM pg_catalog.pg_locks l JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
- WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
-   AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())
-   AND l.classid::text::bigint = %s AND l.objid::text::bigint = %s
-"""
-
 
 @attrs.define
 class _Batch:
@@ -128,6 +120,8 @@ class PostgresStore:
         self.lock_timeout = lock_timeout
         self.connect_timeout = connect_timeout
         self._owns_pool = isinstance(target, str)
+        self._conninfo: Any = target if isinstance(target, str) else target.conninfo
+        self._conn_kwargs: Any = {} if isinstance(target, str) else target.kwargs
         if isinstance(target, str):
             self.where = _describe(psycopg, target)
             self._pool: psycopg_pool.ConnectionPool[Any] = psycopg_pool.ConnectionPool(
@@ -249,18 +243,9 @@ class PostgresStore:
             with conn.transaction():  # a savepoint: a timeout leaves the outer transaction usable
                 conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, key))
         except self._psycopg.errors.LockNotAvailable as err:
-            holder = self._holder(conn, key)
+            holder = describe_holder(conn, LOCK_CLASS, key, hold=False)
             log.warning("agent_busy", namespace=namespace, holder=holder)
             raise AgentBusy(namespace, holder, self.lock_timeout) from err
-
-    def _holder(self, conn: Connection, key: int) -> str:
-        rows = conn.execute(_HOLDER, (LOCK_CLASS, key)).fetchall()
-        if not rows:
-            return "another connection (it has let go since)"
-        pid, application, client, seconds = rows[0]
-        where = f"client {client}" if client else "a local socket"
-        age = "" if seconds is None else f", its transaction open {float(seconds):.1f} s"
-        return f"pid {pid} (application {application!r}, {where}{age})"
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:
@@ -292,6 +277,33 @@ class PostgresStore:
                     yield
             finally:
                 _BATCHES.reset(token)
+
+    def hold(
+        self, namespace: str, *, timeout: float | None = None, holder: str | None = None
+    ) -> Hold:
+        """Hold ``namespace`` (the agent) for a whole turn: ``with`` or ``async with``.
+
+        A session-level advisory lock on a connection of its own (autocommit: no transaction
+        stays open while it holds, and the store's pool is not used). Entering waits up to
+        ``timeout`` seconds (default ``lock_timeout``) for another holder, then raises
+        ``AgentBusy`` naming it (``holder@HOST:PID``, its server pid and client, how long it has
+        held). Writes inside commit one by one as usual. The server frees a hold whose session
+        ends, so a killed holder never blocks the agent.
+        """
+        conninfo, kwargs = (x() if callable(x) else x for x in (self._conninfo, self._conn_kwargs))
+        kwargs = dict(kwargs or {})
+        kwargs.setdefault("connect_timeout", max(1, round(self.connect_timeout)))
+        return PostgresHold(
+            self,
+            namespace,
+            self.lock_timeout if timeout is None else timeout,
+            holder_identity(holder),
+            psycopg=self._psycopg,
+            conninfo=str(conninfo),
+            kwargs=kwargs,
+            key=self._key(namespace),
+            where=self.where,
+        )
 
     def _next(self, conn: Connection) -> int:
         row = conn.execute("SELECT nextval('counter')").fetchone()

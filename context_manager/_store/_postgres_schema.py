@@ -27,6 +27,10 @@ LOCK_CLASS = 0x434D
 MIGRATION_LOCK = 0
 """The second advisory-lock key migrations run under (namespace locks hash to other values)."""
 
+HOLD_CLASS = 0x4348
+"""The first key of a hold's session-level advisory lock ("CH"): apart from ``LOCK_CLASS``, so
+a holder's own writes (transaction-level locks on other connections) never wait for its hold."""
+
 MIGRATIONS: tuple[str, ...] = (
     # 1: the whole schema of SQLite's version 4, in PostgreSQL terms. ``seq`` comes from one
     # sequence per store (unique and monotonic across hosts); ``changes`` numbers its rows per

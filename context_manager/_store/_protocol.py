@@ -19,6 +19,8 @@ import attrs
 from context_manager._model._content import Block
 from context_manager._model._messages import MessageId, MessageMeta, Role, StoredMessage
 
+from ._hold import Hold
+
 
 @attrs.frozen
 class BranchRef:
@@ -220,5 +222,18 @@ class Store(Protocol):
     ) -> None: ...
 
     def batch(self) -> contextlib.AbstractContextManager[None]: ...
+
+    def hold(
+        self, namespace: str, *, timeout: float | None = None, holder: str | None = None
+    ) -> Hold:
+        """A lease on the agent ``namespace`` for a whole turn, across processes and hosts.
+
+        ``with store.hold("ada"):`` or ``async with``. Entering waits up to ``timeout``
+        seconds for another holder, then raises ``AgentBusy`` naming it; ``holder`` labels this
+        one (reported as ``LABEL@HOST:PID``). Not a transaction: writes inside commit one by
+        one, and nothing is held open in the database across a model call. A hold dies with
+        its process. Re-entering it in the same task on the same store does not wait.
+        """
+        ...
 
     def close(self) -> None: ...

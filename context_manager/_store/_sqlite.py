@@ -30,6 +30,14 @@ from context_manager._model._messages import (
     encode_message,
 )
 
+from ._hold import (
+    HOLD_TIMEOUT_SECONDS,
+    FileHold,
+    Hold,
+    LocalHolds,
+    file_holds_work,
+    holder_identity,
+)
 from ._protocol import AnchoredHead, BindingRecordData, BranchRecord, BranchRef, Lineage, Release
 from ._read import check_limit, select_window
 from ._sqlite_file import connect, open_versioned, transaction
@@ -103,6 +111,7 @@ class SQLiteStore:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.fspath(path)
         self._lock = threading.RLock()
+        self._holds = LocalHolds()
         self._db = connect(self.path)
         try:
             open_versioned(
@@ -135,6 +144,25 @@ class SQLiteStore:
                 self._db.execute("ROLLBACK")
                 raise
             self._db.execute("COMMIT")
+
+    def hold(
+        self, namespace: str, *, timeout: float | None = None, holder: str | None = None
+    ) -> Hold:
+        """Hold ``namespace`` (the agent) for a whole turn: ``with`` or ``async with``.
+
+        An exclusive ``flock`` on a file in ``PATH-holds/`` beside the database (one per agent),
+        shared by every process on the machine; no SQLite transaction or write lock is held, so
+        writes inside commit one by one and other agents are never held up. Entering waits up
+        to ``timeout`` seconds (default 30) for another holder, then raises ``AgentBusy`` naming
+        it (``holder@HOST:PID`` and how long it has held). The kernel frees the lock when the
+        holder's process ends, however it ends. ``":memory:"`` (or a platform without
+        ``flock``) holds within this process only.
+        """
+        wait = HOLD_TIMEOUT_SECONDS if timeout is None else timeout
+        identity = holder_identity(holder)
+        if self.path == ":memory:" or not file_holds_work():
+            return self._holds.hold(self, namespace, wait, identity)
+        return FileHold(self, os.path.realpath(self.path), namespace, wait, identity)
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         with self._lock:

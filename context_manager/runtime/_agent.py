@@ -1,11 +1,13 @@
 """A resident agent and its turns: compile, stream, record, place drops, run tools, boundary.
 
-Invariants: one turn at a time per agent (a lock); a reply's ``tool_use`` blocks are always
-followed by stored results before the next call (on a crash, ``resume_turn`` rolls the round back
-with error results); notices produced while a turn is live wait for the next boundary; a
-``[reasoning]`` line heard outside a turn is held for its branch until a reply is recorded or a turn
-opens there, never stored between a compile and its reply. Nothing the teller or a notice write
-does can fail a turn.
+Invariants: one turn at a time per agent, across processes and hosts too: each turn runs inside the
+store's hold on the agent (``Store.hold``), taken before the trigger is stored and kept across the
+model calls without a database transaction, so two hosts' rounds never interleave; a reply's
+``tool_use`` blocks are always followed by stored results before the next call (on a crash,
+``resume_turn`` rolls the round back with error results); notices produced while a turn is live
+wait for the next boundary; a ``[reasoning]`` line heard outside a turn is held for its branch
+until a reply is recorded or a turn opens there, never stored between a compile and its reply.
+Nothing the teller or a notice write does can fail a turn.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from context_manager._model._messages import REASONING_LOSS_KIND, MessageId, Mes
 from context_manager._model._results import CompileResult
 from context_manager._model._usage import CallUsage, usage_of
 from context_manager._reasoning._capture import ReasoningCapture
+from context_manager._store._hold import Hold
 from context_manager._store._protocol import branch_key
 from notices import ReasoningLossTeller, TurnState
 
@@ -100,6 +103,8 @@ class Agent:
     _deferred: list[tuple[str, str]] = attrs.field(factory=list, init=False, repr=False)
     _held: dict[str, list[str]] = attrs.field(factory=dict, init=False, repr=False)
     _lock: asyncio.Lock = attrs.field(factory=asyncio.Lock, init=False, repr=False)
+    _hold_timeout: float | None = attrs.field(default=None, init=False, repr=False)
+    _holder: str | None = attrs.field(default=None, init=False, repr=False)
     _teller: ReasoningLossTeller | None = attrs.field(default=None, init=False, repr=False)
     removed: bool = attrs.field(default=False, init=False)
 
@@ -116,12 +121,17 @@ class Agent:
         context: ContextManager,
         teller: ReasoningLossTeller,
         retry: RetryPolicy,
+        *,
+        hold_timeout: float | None = None,
+        holder: str | None = None,
     ) -> None:
         """Give the agent what its turns use (``Runtime.register`` does this)."""
         self._client = client
         self._context = context
         self._teller = teller
         self._retry = retry
+        self._hold_timeout = hold_timeout
+        self._holder = holder
         self._held = {}
         self.removed = False
 
@@ -240,12 +250,22 @@ class Agent:
             context.forget_cache(branch_key(ref))  # its render state and record go with it
 
     # turns
+    def _hold(self) -> Hold:
+        """The store's hold on this agent for one turn (see ``Store.hold``)."""
+        return self.context.hold(timeout=self._hold_timeout, holder=self._holder)
+
     async def run_turn(self, trigger: object) -> TurnResult:
         """Run one turn: store ``trigger`` as the user's message and loop until no tool is called.
+
+        The whole turn runs inside the store's hold on the agent: a host running the same agent
+        meanwhile (another process or machine) waits for it, then goes on from what this turn
+        stored.
 
         Raises:
             ValueError: the trigger is blank (no block other than whitespace text); nothing is
                 stored and no call is made.
+            AgentBusy: another host held the agent past the runtime's ``hold_timeout``; it is
+                named, and nothing was stored.
             anthropic.APIStatusError: the provider refused a call (after retries where retryable).
         """
         blocks = to_blocks(trigger)
@@ -254,7 +274,7 @@ class Agent:
                 f"blank trigger {trigger!r}: a turn needs a user message with some text or "
                 "content; nothing was stored"
             )
-        async with self._lock:
+        async with self._lock, self._hold():
             self._open()
             try:
                 held = self._store_held()
@@ -271,7 +291,7 @@ class Agent:
         end it. Returns ``None`` when there is nothing to resume (no open round, and the newest
         message other than a system one is the model's).
         """
-        async with self._lock:
+        async with self._lock, self._hold():
             tail = self.context.messages(limit=None, since=self._recent_floor())
             open_calls = _unanswered(tail)
             if not open_calls and not _awaits_answer(tail):

@@ -47,7 +47,13 @@ def check_agent_name(name: object) -> str:
 
 
 class Runtime:
-    """Runs registered agents' turns against ``client`` with their transcripts in ``store``."""
+    """Runs registered agents' turns against ``client`` with their transcripts in ``store``.
+
+    Each turn holds its agent in the store (``Store.hold``): another runtime running the same
+    agent, in this process or on another host, waits up to ``hold_timeout`` seconds (``None``:
+    the store's default) and then raises ``AgentBusy`` naming the holder; ``holder`` labels this
+    runtime's holds (reported as ``LABEL@HOST:PID``).
+    """
 
     def __init__(
         self,
@@ -56,10 +62,14 @@ class Runtime:
         *,
         teller: ReasoningLossTeller | None = None,
         retry: RetryPolicy | None = None,
+        hold_timeout: float | None = None,
+        holder: str | None = None,
     ) -> None:
         self.client = client
         self.store = store
         self.retry = retry or RetryPolicy()
+        self.hold_timeout = hold_timeout
+        self.holder = holder
         self._agents: dict[str, Agent] = {}
         self.teller = teller if teller is not None else ReasoningLossTeller(self._reader)
 
@@ -90,7 +100,14 @@ class Runtime:
             strategy=agent.strategy,
             reasoning=agent.reasoning or None,
         )
-        agent.attach(self.client, context, teller, self.retry)
+        agent.attach(
+            self.client,
+            context,
+            teller,
+            self.retry,
+            hold_timeout=self.hold_timeout,
+            holder=self.holder,
+        )
         warn_if_reasoning_unconfigured(agent.name, agent.head, agent.reasoning)
 
         def hear(strip: ThinkingStrip, key: str) -> None:
