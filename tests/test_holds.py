@@ -227,34 +227,43 @@ def test_a_held_agent_makes_another_host_wait_then_fail_naming_it_and_a_killed_h
         store.close()
 
 
+class Stall:
+    """A ``probe`` tool that stays inside until ``let_go`` is set; ``inside`` once it entered."""
+
+    def __init__(self) -> None:
+        self.inside = threading.Event()
+        self.let_go = asyncio.Event()
+
+    async def probe(self, _: dict[str, Any]) -> str:
+        self.inside.set()
+        await self.let_go.wait()
+        return "a result"
+
+    async def entered(self) -> None:
+        while not self.inside.is_set():
+            await asyncio.sleep(0.01)
+
+
 def test_a_turn_holds_its_agent_from_another_runtime_in_the_same_process(store: Store) -> None:
     """Two runtimes on one store run the same agent: while one is mid-round the other waits,
     then raises ``AgentBusy`` naming it and stores nothing; another agent is not held; once
     the turn ends the waiting runtime runs its turn after it, and every request verifies."""
     sim = Simulator()
-    inside = threading.Event()
-    let_go = asyncio.Event()
-
-    async def slow_probe(_: dict[str, Any]) -> str:
-        inside.set()
-        await let_go.wait()
-        return "a result"
-
+    stall = Stall()
     first = Runtime(sim.client(), store, holder="first")
     second = Runtime(sim.client(), store, holder="second", hold_timeout=0.3)
-    ada = first.register(Agent("ada", HEAD, tools={"probe": slow_probe}, reasoning=False))
+    ada = first.register(Agent("ada", HEAD, tools={"probe": stall.probe}, reasoning=False))
     ada_too = second.register(Agent("ada", HEAD, tools={"probe": lambda _: "b"}, reasoning=False))
     bob = second.register(Agent("bob", HEAD, reasoning=False))
 
     async def both() -> None:
         turn = asyncio.create_task(ada.run_turn("use probe: first"))
-        while not inside.is_set():
-            await asyncio.sleep(0.01)
+        await stall.entered()
         named = rf"agent 'ada' is held by 'first@{HOST}:{os.getpid()}' \(.*held \d+\.\d s\)"
         with pytest.raises(AgentBusy, match=named):
             await ada_too.run_turn("use probe: second")
         await bob.run_turn("bob is not held")
-        let_go.set()
+        stall.let_go.set()
         await turn
         await ada_too.run_turn("use probe: second, later")
 
@@ -263,6 +272,37 @@ def test_a_turn_holds_its_agent_from_another_runtime_in_the_same_process(store: 
     triggers = [texts(m) for m in said if m.role == "user" and texts(m)]
     assert triggers == ["use probe: first", "use probe: second, later"]
     assert [m.role for m in said] == ["user", "assistant", "user", "assistant"] * 2
+    assert invalid_calls(sim) == []
+
+
+def test_a_notice_made_while_another_runtime_holds_the_agent_waits_for_the_next_boundary(
+    store: Store,
+) -> None:
+    """``notify`` outside a turn while another runtime is mid-round on the agent stores
+    nothing inside that round; the notice is stored at the notifying agent's next boundary."""
+    sim = Simulator()
+    stall = Stall()
+    first = Runtime(sim.client(), store, holder="first")
+    ada = first.register(Agent("ada", HEAD, tools={"probe": stall.probe}, reasoning=False))
+    other = Runtime(sim.client(), store).register(Agent("ada", HEAD, reasoning=False))
+
+    async def run() -> tuple[str, ...]:
+        turn = asyncio.create_task(ada.run_turn("use probe: first"))
+        await stall.entered()
+        assert other.notify("the deploy finished") is None
+        stall.let_go.set()
+        await turn
+        result = await other.run_turn("and now?")
+        return result.notices
+
+    notices = asyncio.run(run())
+    stored = ada.context.messages()
+    assert [(m.role, texts(m)) for m in stored if m.role == "system"] == [
+        ("system", "the deploy finished")
+    ]
+    assert [stored[-1].id] == list(notices)
+    roles = ["user", "assistant", "user", "assistant", "user", "assistant", "system"]
+    assert [m.role for m in stored] == roles
     assert invalid_calls(sim) == []
 
 

@@ -6,8 +6,10 @@ namespace, commit order is sequence order, so a reader that has seen sequence N 
 a new message at or below N, and an incremental compile on one host sees whatever another host
 committed before it. ``batch()`` is one transaction on one pinned connection: every namespace it
 touches, read or written, stays locked until it ends, so a round (reply and tool results) written
-in a batch never interleaves with another host's writes. Isolation is READ COMMITTED; the locks
-give the ordering. Hazard: psycopg is an optional dependency, imported only when a store is made.
+in a batch never interleaves with another host's writes. ``hold()`` (the runtime's per-turn lease)
+is a session-level advisory lock in another lock class on a connection of its own
+(``_postgres_hold``), never a transaction. Isolation is READ COMMITTED; the locks give the
+ordering. Hazard: psycopg is an optional dependency, imported only when a store is made.
 """
 
 from __future__ import annotations

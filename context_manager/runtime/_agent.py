@@ -144,11 +144,23 @@ class Agent:
 
     # notices
     def notify(self, text: str, kind: str = "notice") -> MessageId | None:
-        """Store a system notice now, or at the next boundary while a turn is live."""
-        if self._turn is not None:
-            self._deferred.append((text, kind))
-            return None
-        return self._store_notice(text, kind)
+        """Store a system notice now, or at the next boundary while a turn is live.
+
+        Outside a turn the notice is stored under the agent's hold, taken without waiting: while
+        another host (or runtime) holds the agent it would land inside that host's round, so it
+        waits for this agent's next boundary instead. Returns the stored id, or ``None`` when
+        it waits.
+        """
+        if self._turn is None:
+            with contextlib.ExitStack() as held:
+                try:
+                    held.enter_context(self.context.hold(timeout=0, holder=self._holder))
+                except Exception as err:  # held elsewhere, or the store is down: keep it
+                    log.info("notice_deferred", agent=self.name, kind=kind, why=str(err))
+                else:
+                    return self._store_notice(text, kind)
+        self._deferred.append((text, kind))
+        return None
 
     @property
     def teller(self) -> ReasoningLossTeller:
