@@ -333,6 +333,32 @@ def test_a_hold_is_no_transaction_writes_inside_commit_at_once_and_it_re_enters(
     ]
 
 
+def test_a_cancelled_waiter_leaves_no_hold_and_a_task_started_inside_a_hold_still_waits(
+    store: Store,
+) -> None:
+    """A task started inside a hold (a follow-up turn a tool schedules, say) does not share it:
+    it waits like any other, then fails naming the holder. A waiter cancelled while it waits
+    leaves nothing held once the holder lets go."""
+    cm = ContextManager.open(store, namespace="ada")
+
+    async def enter(timeout: float) -> None:
+        async with cm.hold(timeout=timeout):
+            pass
+
+    async def run() -> None:
+        async with cm.hold(holder="first"):
+            with pytest.raises(AgentBusy, match=rf"held by 'first@{HOST}:{os.getpid()}'"):
+                await asyncio.create_task(enter(0.2))
+            waiter = asyncio.create_task(enter(30))
+            await asyncio.sleep(0.1)
+            waiter.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiter
+        await enter(5)  # the cancelled waiter took the hold after all, and let it go
+
+    asyncio.run(run())
+
+
 def test_a_hold_timeout_below_zero_is_refused(store: Store) -> None:
     with pytest.raises(ValueError, match="at least 0"):
         store.hold("ada", timeout=-1)

@@ -23,6 +23,7 @@ import threading
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import attrs
 
@@ -43,10 +44,21 @@ HOLD_TIMEOUT_SECONDS = 30.0
 _POLL_SECONDS = (0.01, 0.2)
 """A file-lock waiter polls, starting at the first and backing off to the second."""
 
-_HELD: contextvars.ContextVar[frozenset[tuple[int, str]]] = contextvars.ContextVar(
-    "context_manager_holds", default=frozenset()
+_HELD: contextvars.ContextVar[tuple[tuple[tuple[int, str], object, Hold], ...]] = (
+    contextvars.ContextVar("context_manager_holds", default=())
 )
-"""The ``(store id, namespace)`` holds the current task or thread is inside (re-entry)."""
+"""The holds entered in this context: ``((store id, namespace), owner, hold)``. A task created
+inside a hold inherits this; re-entry also asks that the owner (task or thread) is the same and
+the hold still taken, so such a task, or one outliving the hold, waits like anyone else."""
+
+
+def _owner() -> object:
+    """The asyncio task running now, or else this thread's id."""
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:
+        task = None
+    return task if task is not None else threading.get_ident()
 
 
 def holder_identity(label: str | None = None) -> str:
@@ -62,8 +74,9 @@ class Hold(abc.ABC):
     """A lease on one agent (namespace): ``with`` or ``async with``; see ``Store.hold``.
 
     Entering waits up to ``timeout`` seconds for another holder, then raises ``AgentBusy``
-    naming it. ``async with`` waits in a worker thread, so the event loop keeps running; a
-    cancelled waiter releases whatever it took. Leaving releases the hold.
+    naming it. ``async with`` waits in a thread of its own, so the event loop keeps running (and
+    many waiters never fill its executor); a cancelled waiter lets go of whatever it took after
+    all. Leaving releases the hold.
     """
 
     def __init__(self, owner: object, namespace: str, timeout: float, holder: str) -> None:
@@ -73,7 +86,7 @@ class Hold(abc.ABC):
         self.timeout = float(timeout)
         self.holder = holder
         self._key = (id(owner), namespace)
-        self._token: contextvars.Token[frozenset[tuple[int, str]]] | None = None
+        self._token: contextvars.Token[Any] | None = None
         self._taken = False
 
     @abc.abstractmethod
@@ -93,18 +106,19 @@ class Hold(abc.ABC):
         self._taken = True
 
     def _reentered(self) -> bool:
-        return self._key in _HELD.get()
+        me = _owner()
+        return any(
+            key == self._key and owner == me and hold._taken for key, owner, hold in _HELD.get()
+        )
 
     def _mark(self) -> None:
-        self._token = _HELD.set(_HELD.get() | {self._key})
+        self._token = _HELD.set((*_HELD.get(), (self._key, _owner(), self)))
 
     def _unmark(self) -> None:
         if self._token is not None:
             _HELD.reset(self._token)
             self._token = None
-        if self._taken:
-            self._taken = False
-            self._release()
+        self._let_go()
 
     def __enter__(self) -> Hold:
         if not self._reentered():
@@ -123,18 +137,45 @@ class Hold(abc.ABC):
     async def __aenter__(self) -> Hold:
         if self._reentered():
             return self
-        waiting = asyncio.ensure_future(asyncio.to_thread(self._take))
+        loop = asyncio.get_running_loop()
+        taken: asyncio.Future[None] = loop.create_future()
+        abandoned = threading.Event()
+
+        def wait() -> None:  # a thread of its own: waiters never fill the loop's executor
+            outcome: BaseException | None = None
+            try:
+                self._take()
+            except BaseException as err:  # handed to the waiting task
+                outcome = err
+            if outcome is None and abandoned.is_set():
+                self._let_go()
+                return
+            try:
+                loop.call_soon_threadsafe(self._settle, taken, outcome)
+            except RuntimeError:  # the loop closed meanwhile: nobody will use the hold
+                if outcome is None:
+                    self._let_go()
+
+        threading.Thread(target=wait, name="context-manager-hold", daemon=True).start()
         try:
-            await asyncio.shield(waiting)
+            await taken
         except asyncio.CancelledError:
-            waiting.add_done_callback(self._let_go_late)
+            abandoned.set()  # a hold taken after all is let go (here or in ``_settle``)
             raise
         self._mark()
         return self
 
-    def _let_go_late(self, waiting: asyncio.Future[None]) -> None:
-        """A cancelled waiter's thread finished: release what it took after all."""
-        if not waiting.cancelled() and waiting.exception() is None and self._taken:
+    def _settle(self, taken: asyncio.Future[None], outcome: BaseException | None) -> None:
+        if taken.cancelled():
+            if outcome is None:
+                self._let_go()
+        elif outcome is None:
+            taken.set_result(None)
+        else:
+            taken.set_exception(outcome)
+
+    def _let_go(self) -> None:
+        if self._taken:
             self._taken = False
             self._release()
 
