@@ -11,6 +11,7 @@ import asyncio
 import attrs
 
 from context_manager import (
+    AgentBusy,
     ApiTokenCounter,
     Caching,
     CallUsage,
@@ -18,6 +19,7 @@ from context_manager import (
     ContextManager,
     Fold,
     Head,
+    Hold,
     MemoryStore,
     Passthrough,
     PlacedDrops,
@@ -81,8 +83,19 @@ async def main() -> None:
         client,
         SQLiteStore("agents.db"),
         teller=ReasoningLossTeller(lambda agent, mid: cm.get_message(mid)),
+        hold_timeout=5.0,
+        holder="worker-3",
     )
     ada = runtime.register(Agent(name="ada", head=head))
+    hold: Hold = cm.hold(timeout=1.0, holder="worker-3")
+    async with hold:
+        cm.add_message("user", "inside a round of my own")
+    with SQLiteStore("agents.db").hold("ada", timeout=0) as held:
+        print(held.namespace, held.holder, held.timeout)
+    try:
+        await ada.run_turn("are you free?")
+    except AgentBusy as busy:
+        print(busy.namespace, busy.holder, busy.timeout, busy.setting)
     turn: TurnResult = await ada.run_turn("what changed?")
     print(turn.replies, turn.stop_reason)
     spent: CallUsage = turn.total_usage
