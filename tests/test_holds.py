@@ -23,6 +23,8 @@ from typing import Any
 
 import pytest
 from helpers import PROBE_HEAD, head_json, invalid_calls
+from postgres_server import Server
+from structlog.testing import capture_logs
 
 from context_manager import (
     AgentBusy,
@@ -362,3 +364,26 @@ def test_a_cancelled_waiter_leaves_no_hold_and_a_task_started_inside_a_hold_stil
 def test_a_hold_timeout_below_zero_is_refused(store: Store) -> None:
     with pytest.raises(ValueError, match="at least 0"):
         store.hold("ada", timeout=-1)
+
+
+def test_a_hold_cut_by_a_server_restart_is_logged_and_later_holds_connect_afresh(
+    postgres_server: Server, postgres_dsn: str
+) -> None:
+    """A restart cuts a held agent's session: the turn's end logs ``agent_hold_lost``; the next
+    hold (and one after a restart that killed the kept idle connection) works without reopening
+    the store."""
+    if postgres_server.data is None:
+        pytest.skip("the server was given by DSN alone (CONTEXT_MANAGER_POSTGRES_DATA unset)")
+    store = PostgresStore(postgres_dsn)
+    try:
+        with capture_logs() as logs, store.hold("ada"):
+            postgres_server.restart()
+        assert [e["namespace"] for e in logs if e["event"] == "agent_hold_lost"] == ["ada"]
+        with store.hold("ada", timeout=5):
+            pass
+        postgres_server.restart()  # the connection kept for the next hold dies idle
+        with capture_logs() as logs, store.hold("ada", timeout=5) as hold:
+            assert hold.namespace == "ada"
+        assert [e for e in logs if e["event"] == "agent_hold_lost"] == []
+    finally:
+        store.close()

@@ -55,7 +55,7 @@ from context_manager._store._read import check_limit, select_window
 from context_manager._store._sqlite import _RELEASE_COLUMNS, _is_stamp, _release
 
 from ._hold import Hold, holder_identity
-from ._postgres_hold import PostgresHold, describe_holder
+from ._postgres_hold import HoldConnections, PostgresHold, describe_holder
 from ._postgres_schema import LOCK_CLASS, open_versioned
 
 if TYPE_CHECKING:
@@ -122,8 +122,6 @@ class PostgresStore:
         self.lock_timeout = lock_timeout
         self.connect_timeout = connect_timeout
         self._owns_pool = isinstance(target, str)
-        self._conninfo: Any = target if isinstance(target, str) else target.conninfo
-        self._conn_kwargs: Any = {} if isinstance(target, str) else target.kwargs
         if isinstance(target, str):
             self.where = _describe(psycopg, target)
             self._pool: psycopg_pool.ConnectionPool[Any] = psycopg_pool.ConnectionPool(
@@ -154,6 +152,7 @@ class PostgresStore:
                 self._pool.close()
             raise
         self._schema = str(schema[0] if schema else "")
+        self._holds = _hold_connections(psycopg, target, self.where, connect_timeout)
 
     def _configure(self, conn: Connection) -> None:
         """A new pooled connection: autocommit, named after this host, with the lock timeout."""
@@ -292,19 +291,13 @@ class PostgresStore:
         held). Writes inside commit one by one as usual. The server frees a hold whose session
         ends, so a killed holder never blocks the agent.
         """
-        conninfo, kwargs = (x() if callable(x) else x for x in (self._conninfo, self._conn_kwargs))
-        kwargs = dict(kwargs or {})
-        kwargs.setdefault("connect_timeout", max(1, round(self.connect_timeout)))
         return PostgresHold(
             self,
             namespace,
             self.lock_timeout if timeout is None else timeout,
             holder_identity(holder),
-            psycopg=self._psycopg,
-            conninfo=str(conninfo),
-            kwargs=kwargs,
+            connections=self._holds,
             key=self._key(namespace),
-            where=self.where,
         )
 
     def _next(self, conn: Connection) -> int:
@@ -747,9 +740,24 @@ class PostgresStore:
             )
 
     def close(self) -> None:
-        """Close the pool this store opened (a pool passed in is the caller's to close)."""
+        """Close the pool this store opened (a pool passed in is the caller's to close), and
+        the idle hold connections."""
+        self._holds.close()
         if self._owns_pool:
             self._pool.close()
+
+
+def _hold_connections(
+    psycopg: Any, target: str | psycopg_pool.ConnectionPool[Any], where: str, timeout: float
+) -> HoldConnections:
+    """Where holds connect: the connection string, or the pool's (its ``kwargs`` too)."""
+    source: tuple[Any, Any] = (target, {}) if isinstance(target, str) else (
+        target.conninfo,
+        target.kwargs,
+    )
+    conninfo, kwargs = (x() if callable(x) else x for x in source)
+    kwargs = {"connect_timeout": max(1, round(timeout)), **(kwargs or {})}
+    return HoldConnections(psycopg, str(conninfo), kwargs, where)
 
 
 def _describe(psycopg: Any, conninfo: str) -> str:
