@@ -387,3 +387,22 @@ def test_a_hold_cut_by_a_server_restart_is_logged_and_later_holds_connect_afresh
         assert [e for e in logs if e["event"] == "agent_hold_lost"] == []
     finally:
         store.close()
+
+
+def test_an_ephemeral_run_on_sqlite_leaves_no_hold_file_behind(sqlite_path: Path) -> None:
+    """An ephemeral run holds its one-off namespace in a file beside the database while it
+    runs; the file goes with the namespace."""
+    store = SQLiteStore(sqlite_path)
+    runtime = Runtime(Simulator().client(), store)
+    holds = Path(f"{sqlite_path}-holds")
+
+    async def run() -> None:
+        async with runtime.ephemeral(Agent("scout", HEAD, reasoning=False)) as scout:
+            await scout.run_turn("look around")
+            assert len(list(holds.iterdir())) == 1
+
+    try:
+        asyncio.run(run())
+        assert list(holds.iterdir()) == []
+    finally:
+        store.close()

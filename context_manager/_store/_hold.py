@@ -241,8 +241,7 @@ class FileHold(Hold):
         self, owner: object, database: str, namespace: str, timeout: float, holder: str
     ) -> None:
         super().__init__(owner, namespace, timeout, holder)
-        digest = hashlib.sha256(namespace.encode()).hexdigest()[:24]
-        self.path = Path(f"{database}-holds") / f"{digest}.hold"
+        self.path = hold_file(database, namespace)
         self._fd: int | None = None
 
     def _acquire(self) -> str | None:
@@ -280,6 +279,34 @@ class FileHold(Hold):
         fd, self._fd = self._fd, None
         if fd is not None:
             os.close(fd)  # closing the only descriptor drops the flock
+
+
+def hold_file(database: str, namespace: str) -> Path:
+    """The file ``FileHold`` locks for ``namespace`` of the SQLite file ``database``."""
+    digest = hashlib.sha256(namespace.encode()).hexdigest()[:24]
+    return Path(f"{database}-holds") / f"{digest}.hold"
+
+
+def discard_hold_file(database: str, namespace: str) -> None:
+    """Remove a dropped namespace's hold file, unless someone holds it right now.
+
+    Only for a namespace nobody will hold again (an ephemeral run's): a waiter that opened the
+    file before it went would lock the removed file, apart from a later holder.
+    """
+    if fcntl is None:
+        return
+    path = hold_file(database, namespace)
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        path.unlink(missing_ok=True)
+    except OSError:  # held, or already gone: leave it
+        pass
+    finally:
+        os.close(fd)
 
 
 def file_holds_work() -> bool:

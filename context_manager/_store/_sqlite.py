@@ -35,6 +35,7 @@ from ._hold import (
     FileHold,
     Hold,
     LocalHolds,
+    discard_hold_file,
     file_holds_work,
     holder_identity,
 )
@@ -192,6 +193,8 @@ class SQLiteStore:
                 "anchored_heads",
             ):
                 db.execute(f"DELETE FROM {table} WHERE ns = ?", (namespace,))
+        if self.path != ":memory:":
+            discard_hold_file(os.path.realpath(self.path), namespace)
 
     # branches
     def create_branch(
