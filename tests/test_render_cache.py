@@ -50,9 +50,9 @@ def _reply(n: int) -> list[dict[str, Any]]:
     ]
 
 
-def _grow(cm: ContextManager, turns: int, start: int = 0) -> None:
+def _grow(cm: ContextManager, turns: int, start: int = 0, *, words: int = 1) -> None:
     for n in range(start, start + turns):
-        cm.add_message("user", f"question {n}")
+        cm.add_message("user", " ".join(f"question {n}" for _ in range(words)))
         cm.record_reply(_reply(n), cm.compile(HEAD))
 
 
@@ -170,3 +170,75 @@ def test_a_manager_that_is_gone_no_longer_counts_against_the_bound() -> None:
     gc.collect()
 
     assert render_cache_bytes() < held
+
+
+def test_a_render_pushed_out_of_the_hot_tier_is_kept_smaller_and_compiles_to_the_same_request() -> (
+    None
+):
+    store = MemoryStore()
+    cm = ContextManager.open(store, namespace="ada", binding=BINDING)
+    _grow(cm, 30, words=40)  # a compact render's size is mostly its text's, compressed
+    hot = cm.compile(HEAD)
+    gc.collect()
+    held = render_cache_bytes()
+
+    set_render_cache_limit(render_cache_limit(), hot_bytes=0)
+
+    assert 0 < render_cache_bytes() < held / 2
+    assert _bytes(cm.compile(HEAD).request) == _bytes(hot.request)
+
+
+def test_a_compact_render_extended_by_new_messages_sends_what_a_fresh_manager_sends() -> None:
+    store = MemoryStore()
+    cm = ContextManager.open(store, namespace="ada", binding=BINDING, strategy=Window(400))
+    _grow(cm, 30)
+    cm.compile(HEAD)
+    set_render_cache_limit(render_cache_limit(), hot_bytes=0)
+    _grow(cm, 3, start=30)  # each compile restores the compact render, then it is compacted
+    cm.add_message("user", "one more question")
+
+    extended = cm.compile(HEAD, dry_run=True)
+    fresh = ContextManager.open(store, namespace="ada", binding=BINDING, strategy=Window(400))
+
+    again = fresh.compile(HEAD, dry_run=True)
+    assert _bytes(again.request) == _bytes(extended.request)
+    assert again.provenance == extended.provenance
+
+
+def test_a_branch_built_from_the_store_and_not_compiled_since_is_compacted_by_the_next_one() -> (
+    None
+):
+    store = MemoryStore()
+    grower = ContextManager.open(store, namespace="ada", binding=BINDING)
+    _grow(grower, 30, words=40)
+    del grower
+    gc.collect()
+    base = render_cache_bytes()
+    first = ContextManager.open(store, namespace="ada", binding=BINDING)
+    sent = first.compile(HEAD)
+    one = render_cache_bytes() - base
+
+    second = ContextManager.open(store, namespace="ada", binding=BINDING)
+    second.compile(HEAD)
+
+    assert render_cache_bytes() - base < 1.5 * one  # one hot render and one compact
+    assert _bytes(first.compile(HEAD).request) == _bytes(sent.request)
+
+
+def test_the_byte_bound_holds_after_every_compile_of_many_resident_managers() -> None:
+    store = MemoryStore()
+    grower = ContextManager.open(store, namespace="ada", binding=BINDING)
+    _grow(grower, 20)
+    one = render_cache_bytes()
+    set_render_cache_limit(3 * one, hot_bytes=one)
+    managers = [ContextManager.open(store, namespace="ada", binding=BINDING) for _ in range(6)]
+
+    for _ in range(3):
+        for cm in managers:
+            cm.compile(HEAD)
+            assert render_cache_bytes() <= 3 * one
+
+
+def test_a_negative_hot_bound_is_refused() -> None:
+    with pytest.raises(ValueError, match="0 or more"):
+        set_render_cache_limit(render_cache_limit(), hot_bytes=-1)

@@ -1,9 +1,18 @@
-"""The per-process bound on cached renders: the least recently compiled branch goes first.
+"""The per-process bound on cached renders, in two tiers, least recently compiled first.
 
-A host keeps many resident agents in one process; each compiled branch keeps its render (the
-request's messages, their encoded blocks, the window's stored messages). This module counts their
-bytes across every manager and, over the bound, drops the least recently compiled branch's
-render; its next compile re-renders it from the store. Process-global, guarded by a lock.
+A host keeps many resident agents in one process; each compiled branch keeps its render. A
+render is kept in one of two forms:
+
+- **hot**: the request's messages as Python dicts (and the encoded blocks of the window), what a
+  steady compile extends in microseconds. Hot are the branch whose render was last built from
+  the store (the newest) and, least recently compiled first, the branches compiled again while
+  cached, up to ``hot_bytes`` of rendered bytes.
+- **compact**: one compressed ``bytes`` object per branch; a branch pushed out of the hot tier is
+  compacted (its Python objects freed), and its next compile restores it in milliseconds.
+
+Over ``limit_bytes`` (hot and compact sizes together), the least recently compiled branch's
+render is dropped; its next compile re-renders it from the store. Process-global, guarded by a
+lock; the holders' own work (compacting, dropping) runs outside it.
 """
 
 from __future__ import annotations
@@ -14,15 +23,22 @@ import threading
 import weakref
 from collections import OrderedDict, deque
 from collections.abc import Callable
-from typing import ParamSpec, Protocol, TypeVar
+from typing import Literal, ParamSpec, Protocol, TypeVar
+
+import attrs
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 DEFAULT_RENDER_CACHE_BYTES = 64 * 2**20
-"""The default bound: 64 MiB of rendered request bytes (about 60 windows of 1.1 MB). What is
-counted is the encoded blocks' bytes; the process holds several times that in Python objects
-for the same renders (the benchmark's ``cache_bytes_per_agent`` measures the factor)."""
+"""The default bound on everything kept: 64 MiB, counted as each hot render's encoded bytes
+(about its request's wire bytes) and each compact render's compressed bytes."""
+
+DEFAULT_HOT_SHARE = 4
+"""By default a quarter of the bound may be hot (16 MiB of rendered requests: about 15 windows
+of 1.1 MB kept as dicts, several times that in Python objects)."""
+
+Tier = Literal["hot", "compact"]
 
 
 class Holder(Protocol):
@@ -30,32 +46,60 @@ class Holder(Protocol):
 
     def drop_render(self, key: str) -> None: ...
 
+    def compact_render(self, key: str) -> int | None:
+        """Keep ``key``'s render compact; its compact size (``None``: nothing is kept)."""
+
+
+Key = tuple[int, str]
+
+
+@attrs.define
+class _Entry:
+    ref: weakref.ref[Holder]
+    size: int
+    tier: Tier
+
 
 _lock = threading.Lock()
-_entries: OrderedDict[tuple[int, str], tuple[weakref.ref[Holder], int]] = OrderedDict()
+_entries: OrderedDict[Key, _Entry] = OrderedDict()
+"""Every kept render, least recently compiled first."""
+_hot: OrderedDict[Key, None] = OrderedDict()
+"""Branches compiled again while cached, least recently compiled first (the hot tier)."""
+_newest: Key | None = None
+"""The branch whose render was last built from the store: hot until another one is."""
 _total = 0
 _limit = DEFAULT_RENDER_CACHE_BYTES
+_hot_limit = DEFAULT_RENDER_CACHE_BYTES // DEFAULT_HOT_SHARE
 _watched: set[int] = set()
 _departed: deque[int] = deque()
 """Holders gone since the last sweep (appended by their finalizers, without the lock)."""
 
+Victims = list[tuple[weakref.ref[Holder], str, Tier]]
+"""Renders to drop (``"hot"`` as the tier) or to compact (``"compact"``)."""
 
-def set_render_cache_limit(limit_bytes: int) -> None:
+
+def set_render_cache_limit(limit_bytes: int, *, hot_bytes: int | None = None) -> None:
     """Bound the bytes of cached renders kept in this process (0: keep none).
 
-    Over the bound, the least recently compiled branches' renders are dropped at once.
+    ``hot_bytes`` bounds the part kept as Python objects, ready for a steady compile (default:
+    a quarter of ``limit_bytes``); past it, the least recently compiled branches are kept
+    compact (compressed bytes, restored at their next compile). Over ``limit_bytes``, the least
+    recently compiled branches' renders are dropped at once.
 
     Raises:
-        ValueError: ``limit_bytes`` is negative.
+        ValueError: ``limit_bytes`` or ``hot_bytes`` is negative.
     """
-    global _limit
+    global _limit, _hot_limit
     if limit_bytes < 0:
         raise ValueError(f"the render cache limit must be 0 or more bytes, got {limit_bytes!r}")
+    if hot_bytes is not None and hot_bytes < 0:
+        raise ValueError(f"the hot render bytes must be 0 or more, got {hot_bytes!r}")
     with _lock:
         _sweep()
         _limit = limit_bytes
+        _hot_limit = limit_bytes // DEFAULT_HOT_SHARE if hot_bytes is None else hot_bytes
         victims = _evict()
-    _drop(victims)
+    _act(victims)
 
 
 def render_cache_limit() -> int:
@@ -64,55 +108,115 @@ def render_cache_limit() -> int:
 
 
 def render_cache_bytes() -> int:
-    """The bytes of cached renders this process keeps now."""
+    """The bytes of cached renders this process keeps now (hot and compact)."""
     with _lock:
         _sweep()
         return _total
 
 
-def note(holder: Holder, key: str, size: int) -> None:
-    """``holder`` just compiled branch ``key`` and keeps ``size`` bytes for it; evict over the
-    bound, least recently compiled first (possibly this one, when it alone is over)."""
-    global _total
+def render_cache_tier(holder: Holder, key: str) -> Tier | None:
+    """How ``holder`` keeps branch ``key``'s render now (``None``: not kept)."""
+    with _lock:
+        entry = _entries.get((id(holder), key))
+        return None if entry is None else entry.tier
+
+
+def note(holder: Holder, key: str, size: int, *, repeat: bool) -> None:
+    """``holder`` just compiled branch ``key`` and keeps ``size`` bytes for it, hot.
+
+    ``repeat``: the branch was cached (hot or compact) before this compile; it joins the hot
+    tier. Otherwise its render was built from the store and it becomes the newest. Branches
+    pushed out of the hot tier are compacted; over the bound, the least recently compiled are
+    dropped (possibly this one, when it alone is over).
+    """
+    global _total, _newest
     owner = id(holder)
+    at = (owner, key)
     with _lock:
         _sweep()
         if owner not in _watched:
             _watched.add(owner)
             weakref.finalize(holder, _gone, owner)
-        old = _entries.pop((owner, key), None)
+        old = _entries.pop(at, None)
         if old is not None:
-            _total -= old[1]
-        _entries[(owner, key)] = (weakref.ref(holder), size)
+            _total -= old.size
+        _entries[at] = _Entry(weakref.ref(holder), size, "hot")
         _total += size
-        victims = _evict()
-    _drop(victims)
+        _hot.pop(at, None)
+        if repeat:
+            _hot[at] = None
+        victims: Victims = []
+        if not repeat:
+            previous, _newest = _newest, at
+            entry = _entries.get(previous) if previous is not None else None
+            fresh = previous != at and previous not in _hot
+            if entry is not None and entry.tier == "hot" and fresh and previous is not None:
+                # built from the store and not compiled since: compact (restored when it is)
+                entry.tier = "compact"
+                victims.append((entry.ref, previous[1], "compact"))
+        victims += _evict()
+    _act(victims)
 
 
 def forget(holder: Holder, key: str) -> None:
     """``holder`` dropped branch ``key``'s render itself."""
-    global _total
     with _lock:
-        old = _entries.pop((id(holder), key), None)
-        if old is not None:
-            _total -= old[1]
+        _remove((id(holder), key))
 
 
-def _evict() -> list[tuple[weakref.ref[Holder], str]]:
-    global _total
-    victims: list[tuple[weakref.ref[Holder], str]] = []
+def _remove(at: Key) -> _Entry | None:
+    global _total, _newest
+    old = _entries.pop(at, None)
+    _hot.pop(at, None)
+    if _newest == at:
+        _newest = None
+    if old is not None:
+        _total -= old.size
+    return old
+
+
+def _evict() -> Victims:
+    """What to compact and what to drop now (call with the lock held)."""
+    victims: Victims = []
+    hot = sum(_entries[at].size for at in _hot if _entries[at].tier == "hot")
+    for at in list(_hot):
+        if hot <= _hot_limit:
+            break
+        del _hot[at]
+        entry = _entries[at]
+        if entry.tier == "hot":
+            hot -= entry.size
+            entry.tier = "compact"
+            victims.append((entry.ref, at[1], "compact"))
     while _total > _limit and _entries:
-        (_, key), (ref, size) = _entries.popitem(last=False)
-        _total -= size
-        victims.append((ref, key))
+        at, entry = next(iter(_entries.items()))
+        _remove(at)
+        victims.append((entry.ref, at[1], "hot"))
     return victims
 
 
-def _drop(victims: list[tuple[weakref.ref[Holder], str]]) -> None:
-    for ref, key in victims:
+def _act(victims: Victims) -> None:
+    """Compact or drop ``victims`` (outside the lock: it is the holders' own work)."""
+    global _total
+    dropped = {(ref, key) for ref, key, tier in victims if tier == "hot"}
+    for ref, key, tier in victims:
         holder = ref()
-        if holder is not None:
+        if holder is None:
+            continue
+        if tier == "hot":
             holder.drop_render(key)
+        elif (ref, key) not in dropped:
+            size = holder.compact_render(key)
+            with _lock:
+                entry = _entries.get((id(holder), key))
+                if entry is not None and entry.tier == "compact":
+                    if size is None:
+                        _remove((id(holder), key))
+                    else:
+                        _total += size - entry.size
+                        entry.size = size
+                after = _evict() if _total > _limit else []
+            _act(after)
 
 
 def _gone(owner: int) -> None:
@@ -123,12 +227,11 @@ def _gone(owner: int) -> None:
 
 def _sweep() -> None:
     """Remove the entries of holders that are gone (call with the lock held)."""
-    global _total
     while _departed:
         owner = _departed.popleft()
         _watched.discard(owner)
-        for entry in [e for e in _entries if e[0] == owner]:
-            _total -= _entries.pop(entry)[1]
+        for at in [e for e in _entries if e[0] == owner]:
+            _remove(at)
 
 
 def paused_collector(build: Callable[P, R]) -> Callable[P, R]:
