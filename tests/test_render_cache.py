@@ -19,6 +19,7 @@ from context_manager import (
     Store,
     ThinkingBinding,
     Window,
+    estimate_tokens,
     render_cache_bytes,
     render_cache_limit,
     set_render_cache_limit,
@@ -242,3 +243,23 @@ def test_the_byte_bound_holds_after_every_compile_of_many_resident_managers() ->
 def test_a_negative_hot_bound_is_refused() -> None:
     with pytest.raises(ValueError, match="0 or more"):
         set_render_cache_limit(render_cache_limit(), hot_bytes=-1)
+
+
+def test_the_default_estimate_counted_per_kept_block_equals_the_estimate_of_each_message() -> None:
+    store = MemoryStore()
+    grower = ContextManager.open(store, namespace="ada", binding=BINDING)
+    _grow(grower, 25, words=7)
+    grower.add_message("user", [{"type": "text", "text": "  "}, {"type": "text", "text": "why?"}])
+    kept = ContextManager.open(store, namespace="ada", binding=BINDING, strategy=Window(300))
+    each = ContextManager.open(
+        store,
+        namespace="ada",
+        binding=BINDING,
+        strategy=Window(300),
+        estimator=lambda message: estimate_tokens(message),
+    )
+
+    counted, estimated = kept.compile(HEAD, dry_run=True), each.compile(HEAD, dry_run=True)
+
+    assert counted.tokens == estimated.tokens
+    assert _bytes(counted.request) == _bytes(estimated.request)  # the same window jump
