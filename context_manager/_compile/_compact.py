@@ -4,7 +4,9 @@
 the rest, everything a later compile extends) and compresses it; ``restore()`` gives back a
 ``RenderState`` equal to the one kept, so a compile from it builds exactly the request a compile
 from the hot render would. A compact render holds no reference into the hot one (a restored
-state shares nothing with the state it was made from). Pure: no store, no process state.
+state shares nothing with the state it was made from). Pure: no store, no process state. The
+bytes are made and read in this process only (never stored, never sent), so unpickling them
+runs nothing but this library's own classes.
 """
 
 from __future__ import annotations

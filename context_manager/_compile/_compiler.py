@@ -237,7 +237,13 @@ class Compiler:
             return None
         if isinstance(entry[1], CompactRender):
             return entry[1].nbytes
-        compact = CompactRender.of(entry[1])
+        try:
+            compact = CompactRender.of(entry[1])
+        except Exception as err:  # e.g. its own compile, in another thread, is extending it
+            # this runs inside another branch's compile: never fail it, drop the render instead
+            log.info("render_not_compacted", branch=key, error=repr(err))
+            self.drop_render(key)
+            return None
         if self._states.get(key) is entry:  # not compiled meanwhile (another thread)
             self._states[key] = (entry[0], compact)
         self._release_unused()

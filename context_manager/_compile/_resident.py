@@ -114,13 +114,6 @@ def render_cache_bytes() -> int:
         return _total
 
 
-def render_cache_tier(holder: Holder, key: str) -> Tier | None:
-    """How ``holder`` keeps branch ``key``'s render now (``None``: not kept)."""
-    with _lock:
-        entry = _entries.get((id(holder), key))
-        return None if entry is None else entry.tier
-
-
 def note(holder: Holder, key: str, size: int, *, repeat: bool) -> None:
     """``holder`` just compiled branch ``key`` and keeps ``size`` bytes for it, hot.
 
