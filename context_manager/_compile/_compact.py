@@ -1,7 +1,8 @@
 """A cached render kept compact: one compressed ``bytes`` object instead of Python objects.
 
 ``CompactRender.of(state)`` pickles a ``RenderState`` (messages, provenance, spans, strips and
-the rest, everything a later compile extends) and compresses it; ``restore()`` gives back a
+the rest, everything a later compile extends; the per-message objects as plain tuples) and
+compresses it; ``restore()`` gives back a
 ``RenderState`` equal to the one kept, so a compile from it builds exactly the request a compile
 from the hot render would. A compact render holds no reference into the hot one (a restored
 state shares nothing with the state it was made from). Pure: no store, no process state. The
@@ -16,7 +17,9 @@ import zlib
 
 import attrs
 
-from ._render import RenderState
+from context_manager._model._results import ProvenanceEntry, Source
+
+from ._render import RenderState, Span
 from ._resident import paused_collector
 
 LEVEL = 1
@@ -36,16 +39,27 @@ class CompactRender:
 
     @classmethod
     def of(cls, state: RenderState) -> CompactRender:
-        raw = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
+        fields = attrs.asdict(state, recurse=False)
+        # one provenance entry and one span per message: as tuples they pickle in C
+        fields["provenance"] = [
+            (entry.kind, [(s.message_id, s.blocks, s.signatures) for s in entry.sources])
+            for entry in state.provenance
+        ]
+        fields["spans"] = [(span.sequence, span.tokens, span.clean) for span in state.spans]
+        raw = pickle.dumps(fields, protocol=pickle.HIGHEST_PROTOCOL)
         return cls(zlib.compress(raw, LEVEL), state.change_serial, state.last_sequence, len(raw))
 
     @paused_collector
     def restore(self) -> RenderState:
         """A new ``RenderState`` equal to the one compacted (the collector paused meanwhile:
         everything unpickled stays alive)."""
-        state = pickle.loads(zlib.decompress(self.blob))
-        assert isinstance(state, RenderState)
-        return state
+        fields = pickle.loads(zlib.decompress(self.blob))
+        fields["provenance"] = [
+            ProvenanceEntry(kind, tuple(Source(*source) for source in sources))
+            for kind, sources in fields["provenance"]
+        ]
+        fields["spans"] = [Span(*span) for span in fields["spans"]]
+        return RenderState(**fields)
 
     @property
     def nbytes(self) -> int:

@@ -14,6 +14,7 @@ import asyncio
 import bisect
 import inspect
 import uuid
+import weakref
 from collections.abc import Callable, Generator, Sequence
 from typing import Any, Protocol
 
@@ -196,7 +197,9 @@ class Compiler:
     """Compiles requests and records replies for one ``CompileHost``."""
 
     def __init__(self, manager: CompileHost) -> None:
-        self.manager = manager
+        # a proxy: no cycle between the manager and its compiler, so a manager the host drops
+        # frees its cached renders at once (and leaves the per-process bound), not at a collection
+        self.manager: CompileHost = weakref.proxy(manager)
         self._states: dict[str, tuple[_CacheKey, RenderState | CompactRender]] = {}
         """Each branch's cached render, hot or compact (``_resident`` decides which)."""
         self._sizes: dict[str, int] = {}
@@ -362,6 +365,8 @@ class Compiler:
         )
         serial = m.store.change_serial(m.namespace)
         repeat = key in self._states or key in self._windows
+        if not repeat:  # about to be built from the store: the previous newest is compacted
+            _resident.admit(self, key)
         state = self._extend_cached(key, cache_key, serial, ctx, lineage, dry_run)
         limit = self._window_limit(budget)
         if state is None:

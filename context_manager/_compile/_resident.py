@@ -114,13 +114,31 @@ def render_cache_bytes() -> int:
         return _total
 
 
+def admit(holder: Holder, key: str) -> None:
+    """``holder`` is about to build branch ``key``'s render from the store: it becomes the
+    newest, and the previous newest, unless compiled again since (hot tier), is compacted now,
+    before the new render is built (so no more than one is built beside the hot tier)."""
+    global _newest
+    at = (id(holder), key)
+    victims: Victims = []
+    with _lock:
+        _sweep()
+        previous, _newest = _newest, at
+        entry = _entries.get(previous) if previous is not None else None
+        fresh = previous != at and previous not in _hot
+        if entry is not None and entry.tier == "hot" and fresh and previous is not None:
+            entry.tier = "compact"
+            victims.append((entry.ref, previous[1], "compact"))
+    _act(victims)
+
+
 def note(holder: Holder, key: str, size: int, *, repeat: bool) -> None:
     """``holder`` just compiled branch ``key`` and keeps ``size`` bytes for it, hot.
 
     ``repeat``: the branch was cached (hot or compact) before this compile; it joins the hot
-    tier. Otherwise its render was built from the store and it becomes the newest. Branches
-    pushed out of the hot tier are compacted; over the bound, the least recently compiled are
-    dropped (possibly this one, when it alone is over).
+    tier (otherwise it was built from the store, after ``admit``). Branches pushed out of the
+    hot tier are compacted; over the bound, the least recently compiled are dropped (possibly
+    this one, when it alone is over).
     """
     global _total, _newest
     owner = id(holder)
@@ -138,16 +156,9 @@ def note(holder: Holder, key: str, size: int, *, repeat: bool) -> None:
         _hot.pop(at, None)
         if repeat:
             _hot[at] = None
-        victims: Victims = []
-        if not repeat:
-            previous, _newest = _newest, at
-            entry = _entries.get(previous) if previous is not None else None
-            fresh = previous != at and previous not in _hot
-            if entry is not None and entry.tier == "hot" and fresh and previous is not None:
-                # built from the store and not compiled since: compact (restored when it is)
-                entry.tier = "compact"
-                victims.append((entry.ref, previous[1], "compact"))
-        victims += _evict()
+        elif _newest != at:  # built without ``admit``: the newest all the same
+            _newest = at
+        victims = _evict()
     _act(victims)
 
 
