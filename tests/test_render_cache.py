@@ -263,3 +263,19 @@ def test_the_default_estimate_counted_per_kept_block_equals_the_estimate_of_each
 
     assert counted.tokens == estimated.tokens
     assert _bytes(counted.request) == _bytes(estimated.request)  # the same window jump
+
+
+def test_a_manager_the_host_drops_frees_its_render_without_waiting_for_a_collection() -> None:
+    gc.collect()
+    base = render_cache_bytes()
+    cm = ContextManager.open(MemoryStore(), namespace="ada", binding=BINDING)
+    _grow(cm, 6)
+    cm.compile(HEAD)
+    assert render_cache_bytes() > base
+
+    gc.disable()
+    try:
+        del cm
+        assert render_cache_bytes() == base
+    finally:
+        gc.enable()
