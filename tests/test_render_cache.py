@@ -279,3 +279,23 @@ def test_a_manager_the_host_drops_frees_its_render_without_waiting_for_a_collect
         assert render_cache_bytes() == base
     finally:
         gc.enable()
+
+
+def test_a_render_leaves_what_the_host_froze_frozen_and_freezes_nothing_itself() -> None:
+    cm = ContextManager.open(MemoryStore(), namespace="ada", binding=BINDING)
+    _grow(cm, 4)
+    assert gc.get_freeze_count() == 0
+    cm.forget_cache(cm.current_branch_key())
+    cm.compile(HEAD)  # a render from the store, with the collector paused
+    assert gc.get_freeze_count() == 0
+
+    hosts = [[n] for n in range(100)]
+    cm.forget_cache(cm.current_branch_key())
+    gc.freeze()
+    try:
+        cm.compile(HEAD)
+        assert gc.get_freeze_count() > 0
+        assert not any(o is hosts[0] for o in gc.get_objects())  # still frozen
+    finally:
+        gc.unfreeze()
+    assert any(o is hosts[0] for o in gc.get_objects())

@@ -246,7 +246,8 @@ def paused_collector(build: Callable[P, R]) -> Callable[P, R]:
     agent's cache included, and find nothing to free. Reference counting still frees everything
     at once; cycles made meanwhile wait for the next collection. The pause is process-wide: a
     host thread allocating meanwhile is not collected until the render ends (milliseconds).
-    """
+    After it, every object tracked then is moved to the oldest generation (young garbage cycles
+    of the process included: they wait for the next full collection)."""
 
     @functools.wraps(build)
     def paused(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -256,6 +257,13 @@ def paused_collector(build: Callable[P, R]) -> Callable[P, R]:
         try:
             return build(*args, **kwargs)
         finally:
+            if gc.get_freeze_count() == 0:
+                # What the render built stays alive: move it to the oldest generation at once
+                # (freeze then unfreeze splices the generation lists, O(1)), so the next young
+                # collections, in whatever compile comes next, do not walk it. Skipped when the
+                # host froze objects itself (``unfreeze`` would release them).
+                gc.freeze()
+                gc.unfreeze()
             gc.enable()
 
     return paused
