@@ -299,3 +299,23 @@ def test_a_render_leaves_what_the_host_froze_frozen_and_freezes_nothing_itself()
     finally:
         gc.unfreeze()
     assert any(o is hosts[0] for o in gc.get_objects())
+
+
+def test_past_the_hot_bound_the_least_recently_compiled_branch_is_kept_compact() -> None:
+    store = MemoryStore()
+    grower = ContextManager.open(store, namespace="ada", binding=BINDING)
+    _grow(grower, 30, words=40)
+    del grower
+    gc.collect()
+    base = render_cache_bytes()
+    first, second = (ContextManager.open(store, namespace="ada", binding=BINDING) for _ in "ab")
+    sent = first.compile(HEAD)
+    one = render_cache_bytes() - base
+    set_render_cache_limit(render_cache_limit(), hot_bytes=one)
+
+    first.compile(HEAD)  # compiled again: hot
+    second.compile(HEAD)
+    second.compile(HEAD)  # hot too: over the hot bound, the first is compacted
+
+    assert render_cache_bytes() - base < 1.5 * one
+    assert _bytes(first.compile(HEAD).request) == _bytes(sent.request)

@@ -68,6 +68,8 @@ _hot: OrderedDict[Key, None] = OrderedDict()
 _newest: Key | None = None
 """The branch whose render was last built from the store: hot until another one is."""
 _total = 0
+_hot_total = 0
+"""The sizes of the hot tier's entries that are hot (kept as it changes: O(1) per compile)."""
 _limit = DEFAULT_RENDER_CACHE_BYTES
 _hot_limit = DEFAULT_RENDER_CACHE_BYTES // DEFAULT_HOT_SHARE
 _watched: set[int] = set()
@@ -140,7 +142,7 @@ def note(holder: Holder, key: str, size: int, *, repeat: bool) -> None:
     hot tier are compacted; over the bound, the least recently compiled are dropped (possibly
     this one, when it alone is over).
     """
-    global _total, _newest
+    global _total, _newest, _hot_total
     owner = id(holder)
     at = (owner, key)
     with _lock:
@@ -148,14 +150,15 @@ def note(holder: Holder, key: str, size: int, *, repeat: bool) -> None:
         if owner not in _watched:
             _watched.add(owner)
             weakref.finalize(holder, _gone, owner)
+        _unhot(at)
         old = _entries.pop(at, None)
         if old is not None:
             _total -= old.size
         _entries[at] = _Entry(weakref.ref(holder), size, "hot")
         _total += size
-        _hot.pop(at, None)
         if repeat:
             _hot[at] = None
+            _hot_total += size
         elif _newest != at:  # built without ``admit``: the newest all the same
             _newest = at
         victims = _evict()
@@ -168,10 +171,20 @@ def forget(holder: Holder, key: str) -> None:
         _remove((id(holder), key))
 
 
+def _unhot(at: Key) -> None:
+    """Take ``at`` out of the hot tier (call with the lock held)."""
+    global _hot_total
+    if at in _hot:
+        del _hot[at]
+        entry = _entries.get(at)
+        if entry is not None and entry.tier == "hot":
+            _hot_total -= entry.size
+
+
 def _remove(at: Key) -> _Entry | None:
     global _total, _newest
+    _unhot(at)
     old = _entries.pop(at, None)
-    _hot.pop(at, None)
     if _newest == at:
         _newest = None
     if old is not None:
@@ -182,14 +195,11 @@ def _remove(at: Key) -> _Entry | None:
 def _evict() -> Victims:
     """What to compact and what to drop now (call with the lock held)."""
     victims: Victims = []
-    hot = sum(_entries[at].size for at in _hot if _entries[at].tier == "hot")
-    for at in list(_hot):
-        if hot <= _hot_limit:
-            break
-        del _hot[at]
+    while _hot and _hot_total > _hot_limit:
+        at = next(iter(_hot))
+        _unhot(at)
         entry = _entries[at]
         if entry.tier == "hot":
-            hot -= entry.size
             entry.tier = "compact"
             victims.append((entry.ref, at[1], "compact"))
     while _total > _limit and _entries:
