@@ -19,6 +19,7 @@ from context_manager import (
     Store,
     ThinkingBinding,
     Window,
+    estimate_tokens,
     render_cache_bytes,
     render_cache_limit,
     set_render_cache_limit,
@@ -50,9 +51,9 @@ def _reply(n: int) -> list[dict[str, Any]]:
     ]
 
 
-def _grow(cm: ContextManager, turns: int, start: int = 0) -> None:
+def _grow(cm: ContextManager, turns: int, start: int = 0, *, words: int = 1) -> None:
     for n in range(start, start + turns):
-        cm.add_message("user", f"question {n}")
+        cm.add_message("user", " ".join(f"question {n}" for _ in range(words)))
         cm.record_reply(_reply(n), cm.compile(HEAD))
 
 
@@ -170,3 +171,151 @@ def test_a_manager_that_is_gone_no_longer_counts_against_the_bound() -> None:
     gc.collect()
 
     assert render_cache_bytes() < held
+
+
+def test_a_render_pushed_out_of_the_hot_tier_is_kept_smaller_and_compiles_to_the_same_request() -> (
+    None
+):
+    store = MemoryStore()
+    cm = ContextManager.open(store, namespace="ada", binding=BINDING)
+    _grow(cm, 30, words=40)  # a compact render's size is mostly its text's, compressed
+    hot = cm.compile(HEAD)
+    gc.collect()
+    held = render_cache_bytes()
+
+    set_render_cache_limit(render_cache_limit(), hot_bytes=0)
+
+    assert 0 < render_cache_bytes() < held / 2
+    assert _bytes(cm.compile(HEAD).request) == _bytes(hot.request)
+
+
+def test_a_compact_render_extended_by_new_messages_sends_what_a_fresh_manager_sends() -> None:
+    store = MemoryStore()
+    cm = ContextManager.open(store, namespace="ada", binding=BINDING, strategy=Window(400))
+    _grow(cm, 30)
+    cm.compile(HEAD)
+    set_render_cache_limit(render_cache_limit(), hot_bytes=0)
+    _grow(cm, 3, start=30)  # each compile restores the compact render, then it is compacted
+    cm.add_message("user", "one more question")
+
+    extended = cm.compile(HEAD, dry_run=True)
+    fresh = ContextManager.open(store, namespace="ada", binding=BINDING, strategy=Window(400))
+
+    again = fresh.compile(HEAD, dry_run=True)
+    assert _bytes(again.request) == _bytes(extended.request)
+    assert again.provenance == extended.provenance
+
+
+def test_a_branch_built_from_the_store_and_not_compiled_since_is_compacted_by_the_next_one() -> (
+    None
+):
+    store = MemoryStore()
+    grower = ContextManager.open(store, namespace="ada", binding=BINDING)
+    _grow(grower, 30, words=40)
+    del grower
+    gc.collect()
+    base = render_cache_bytes()
+    first = ContextManager.open(store, namespace="ada", binding=BINDING)
+    sent = first.compile(HEAD)
+    one = render_cache_bytes() - base
+
+    second = ContextManager.open(store, namespace="ada", binding=BINDING)
+    second.compile(HEAD)
+
+    assert render_cache_bytes() - base < 1.5 * one  # one hot render and one compact
+    assert _bytes(first.compile(HEAD).request) == _bytes(sent.request)
+
+
+def test_the_byte_bound_holds_after_every_compile_of_many_resident_managers() -> None:
+    store = MemoryStore()
+    grower = ContextManager.open(store, namespace="ada", binding=BINDING)
+    _grow(grower, 20)
+    one = render_cache_bytes()
+    set_render_cache_limit(3 * one, hot_bytes=one)
+    managers = [ContextManager.open(store, namespace="ada", binding=BINDING) for _ in range(6)]
+
+    for _ in range(3):
+        for cm in managers:
+            cm.compile(HEAD)
+            assert render_cache_bytes() <= 3 * one
+
+
+def test_a_negative_hot_bound_is_refused() -> None:
+    with pytest.raises(ValueError, match="0 or more"):
+        set_render_cache_limit(render_cache_limit(), hot_bytes=-1)
+
+
+def test_the_default_estimate_counted_per_kept_block_equals_the_estimate_of_each_message() -> None:
+    store = MemoryStore()
+    grower = ContextManager.open(store, namespace="ada", binding=BINDING)
+    _grow(grower, 25, words=7)
+    grower.add_message("user", [{"type": "text", "text": "  "}, {"type": "text", "text": "why?"}])
+    kept = ContextManager.open(store, namespace="ada", binding=BINDING, strategy=Window(300))
+    each = ContextManager.open(
+        store,
+        namespace="ada",
+        binding=BINDING,
+        strategy=Window(300),
+        estimator=lambda message: estimate_tokens(message),
+    )
+
+    counted, estimated = kept.compile(HEAD, dry_run=True), each.compile(HEAD, dry_run=True)
+
+    assert counted.tokens == estimated.tokens
+    assert _bytes(counted.request) == _bytes(estimated.request)  # the same window jump
+
+
+def test_a_manager_the_host_drops_frees_its_render_without_waiting_for_a_collection() -> None:
+    gc.collect()
+    base = render_cache_bytes()
+    cm = ContextManager.open(MemoryStore(), namespace="ada", binding=BINDING)
+    _grow(cm, 6)
+    cm.compile(HEAD)
+    assert render_cache_bytes() > base
+
+    gc.disable()
+    try:
+        del cm
+        assert render_cache_bytes() == base
+    finally:
+        gc.enable()
+
+
+def test_a_render_leaves_what_the_host_froze_frozen_and_freezes_nothing_itself() -> None:
+    cm = ContextManager.open(MemoryStore(), namespace="ada", binding=BINDING)
+    _grow(cm, 4)
+    assert gc.get_freeze_count() == 0
+    cm.forget_cache(cm.current_branch_key())
+    cm.compile(HEAD)  # a render from the store, with the collector paused
+    assert gc.get_freeze_count() == 0
+
+    hosts = [[n] for n in range(100)]
+    cm.forget_cache(cm.current_branch_key())
+    gc.freeze()
+    try:
+        cm.compile(HEAD)
+        assert gc.get_freeze_count() > 0
+        assert not any(o is hosts[0] for o in gc.get_objects())  # still frozen
+    finally:
+        gc.unfreeze()
+    assert any(o is hosts[0] for o in gc.get_objects())
+
+
+def test_past_the_hot_bound_the_least_recently_compiled_branch_is_kept_compact() -> None:
+    store = MemoryStore()
+    grower = ContextManager.open(store, namespace="ada", binding=BINDING)
+    _grow(grower, 30, words=40)
+    del grower
+    gc.collect()
+    base = render_cache_bytes()
+    first, second = (ContextManager.open(store, namespace="ada", binding=BINDING) for _ in "ab")
+    sent = first.compile(HEAD)
+    one = render_cache_bytes() - base
+    set_render_cache_limit(render_cache_limit(), hot_bytes=one)
+
+    first.compile(HEAD)  # compiled again: hot
+    second.compile(HEAD)
+    second.compile(HEAD)  # hot too: over the hot bound, the first is compacted
+
+    assert render_cache_bytes() - base < 1.5 * one
+    assert _bytes(first.compile(HEAD).request) == _bytes(sent.request)

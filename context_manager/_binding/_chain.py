@@ -33,10 +33,12 @@ def feed_block(chain: bytes, role: str, wire_block: Mapping[str, Any]) -> bytes:
     return feed_bytes(chain, role, block_bytes(wire_block))
 
 
-def feed_bytes(chain: bytes, role: str, canonical: bytes) -> bytes:
+def feed_bytes(chain: bytes, role: str, canonical: bytes, role_bytes: bytes = b"") -> bytes:
     """``feed_block`` for a block whose ``block_bytes`` are at hand (kept from an earlier
-    render: nothing is encoded again)."""
-    return hashlib.sha256(chain + _BLOCK_TAG + role.encode() + b"\x00" + canonical).digest()
+    render: nothing is encoded again); ``role_bytes``: ``role.encode()`` when at hand."""
+    return hashlib.sha256(
+        chain + _BLOCK_TAG + (role_bytes or role.encode()) + b"\x00" + canonical
+    ).digest()
 
 
 def seal(chain: bytes, wire_block: Mapping[str, Any]) -> str:

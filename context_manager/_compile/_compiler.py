@@ -14,6 +14,7 @@ import asyncio
 import bisect
 import inspect
 import uuid
+import weakref
 from collections.abc import Callable, Generator, Sequence
 from typing import Any, Protocol
 
@@ -45,6 +46,7 @@ from context_manager._store._protocol import AnchoredHead, Lineage, Release, Sto
 from . import _resident
 from ._append import Change, Sent, head_json, plan_change, request_head
 from ._caching import Caching, place_breakpoints
+from ._compact import CompactRender
 from ._fold import (
     SUMMARY_KIND,
     FoldRequest,
@@ -195,8 +197,13 @@ class Compiler:
     """Compiles requests and records replies for one ``CompileHost``."""
 
     def __init__(self, manager: CompileHost) -> None:
-        self.manager = manager
-        self._states: dict[str, tuple[_CacheKey, RenderState]] = {}
+        # a proxy: no cycle between the manager and its compiler, so a manager the host drops
+        # frees its cached renders at once (and leaves the per-process bound), not at a collection
+        self.manager: CompileHost = weakref.proxy(manager)
+        self._states: dict[str, tuple[_CacheKey, RenderState | CompactRender]] = {}
+        """Each branch's cached render, hot or compact (``_resident`` decides which)."""
+        self._sizes: dict[str, int] = {}
+        """Each branch's hot render's bytes, as last counted."""
         self._records: dict[str, BindingRecord] = {}
         self._steady: dict[str, _Steady] = {}
         self._stamps: dict[MessageId, dict[str, Any]] = {}
@@ -217,11 +224,39 @@ class Compiler:
         """Drop branch ``key``'s cached render (the per-process bound evicted it); its next
         compile re-renders the window from the store."""
         self._states.pop(key, None)
+        self._sizes.pop(key, None)
         self._windows.pop(key, None)
-        if not self._states:  # nothing rendered is kept: neither are the stamps it judged by
+        self._steady.pop(key, None)
+        self._release_unused()
+
+    def compact_render(self, key: str) -> int | None:
+        """Keep branch ``key``'s render compact (``_resident`` pushed it out of the hot tier):
+        its Python objects and the window's stored messages are freed; its next compile
+        restores the render. Returns the compact size (``None``: nothing was kept)."""
+        entry = self._states.get(key)
+        self._windows.pop(key, None)
+        if entry is None:
+            self._release_unused()
+            return None
+        if isinstance(entry[1], CompactRender):
+            return entry[1].nbytes
+        try:
+            compact = CompactRender.of(entry[1])
+        except Exception as err:  # e.g. its own compile, in another thread, is extending it
+            # this runs inside another branch's compile: never fail it, drop the render instead
+            log.info("render_not_compacted", branch=key, error=repr(err))
+            self.drop_render(key)
+            return None
+        if self._states.get(key) is entry:  # not compiled meanwhile (another thread)
+            self._states[key] = (entry[0], compact)
+        self._release_unused()
+        return compact.nbytes
+
+    def _release_unused(self) -> None:
+        """No hot render is kept: neither are the stamps it judged by (re-read on demand)."""
+        if not any(isinstance(state, RenderState) for _, state in self._states.values()):
             self._stamps.clear()
             self._heads.clear()
-        self._steady.pop(key, None)
 
     def invalidate(self, key: str) -> None:
         """Re-read branch ``key``'s binding record and re-render it at the next compile."""
@@ -329,6 +364,9 @@ class Compiler:
             m.reasoning.erase_serial() if m.reasoning is not None else 0,
         )
         serial = m.store.change_serial(m.namespace)
+        repeat = key in self._states or key in self._windows
+        if not repeat:  # about to be built from the store: the previous newest is compacted
+            _resident.admit(self, key)
         state = self._extend_cached(key, cache_key, serial, ctx, lineage, dry_run)
         limit = self._window_limit(budget)
         if state is None:
@@ -458,7 +496,9 @@ class Compiler:
 
         memo = self._windows.get(key)
         if memo is not None:
-            _resident.note(self, key, memo.nbytes)
+            self._sizes[key] = memo.nbytes
+        if key in self._sizes:
+            _resident.note(self, key, self._sizes[key], repeat=repeat)
         compile_id = f"cmp_{uuid.uuid4().hex[:16]}"
         inflight = self._inflight(state)
         body, end_chain = self._request(head, state)
@@ -627,7 +667,15 @@ class Compiler:
         new = m.store.read(m.namespace, lineage, after=cached[1].last_sequence)
         if any(message.metadata.kind == SUMMARY_KIND for message in new):
             return None
-        state = cached[1].copy() if dry_run else cached[1]
+        if isinstance(cached[1], CompactRender):
+            compact = cached[1]
+            state = compact.restore()
+            self._sizes[key] = self._sizes.get(key, compact.raw_size)
+            if not dry_run:
+                cached = (cached[0], state)
+                self._states[key] = cached
+        else:
+            state = cached[1].copy() if dry_run else cached[1]
         self._prefetch(new, self.record_for(key), key)
         memo = self._windows.get(key)
         if (

@@ -15,6 +15,9 @@ from typing import Any, Literal
 import attrs
 
 from context_manager._binding._chain import (
+    THINKING_TYPES as WIRE_THINKING,
+)
+from context_manager._binding._chain import (
     block_bytes,
     feed_block,
     feed_bytes,
@@ -25,13 +28,16 @@ from context_manager._binding._stamp import readable_stamp
 from context_manager._binding._validity import head_changes, judge, producer_readable
 from context_manager._model._canonical import signature_digest
 from context_manager._model._content import (
+    THINKING_TYPES,
     Block,
+    ImageBlock,
+    RedactedThinkingBlock,
     TextBlock,
+    ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
     UnknownBlock,
     block_to_wire,
-    is_thinking,
     signature_of,
 )
 from context_manager._model._log import library_logger
@@ -39,6 +45,8 @@ from context_manager._model._messages import HEAD_CHANGE_KIND, MessageId, Stored
 from context_manager._model._readability import Readability, documented_readability
 from context_manager._model._results import ProvenanceEntry, ProvenanceKind, Source
 from context_manager._store._protocol import Release
+
+from ._strategies import estimate_from_chars, estimate_tokens, wire_chars
 
 log = library_logger("context_manager.render")
 
@@ -49,13 +57,27 @@ EntryKind = Literal["left", "released", "release", "covered"]
 yet reported; ``release``: a permanent fact found now (text that cannot be resolved, shedding),
 released at commit; ``covered``: sent before a fold and now inside its summary."""
 
-Piece = tuple[dict[str, Any], bytes]
-"""A stored block as sent: its wire dict and its canonical bytes (``block_bytes``)."""
+Piece = tuple[dict[str, Any], bytes, int]
+"""A stored block as sent: its wire dict, its canonical bytes (``block_bytes``) and the
+characters the default estimate counts in it (``wire_chars``)."""
 
 Pieces = dict[MessageId, list[Piece | None]]
 """Per stored message, each block's ``Piece`` once rendered (``None``: not yet): kept between
 renders so a re-render encodes and hashes only what it has not met (the wire dicts are shared
 with the rendered messages, so keeping them costs only the bytes)."""
+
+_EXACT: frozenset[type[Any]] = frozenset(
+    {
+        TextBlock,
+        ThinkingBlock,
+        RedactedThinkingBlock,
+        ToolUseBlock,
+        ToolResultBlock,
+        ImageBlock,
+        UnknownBlock,
+    }
+)
+"""Block classes the render tells apart by ``type(block)`` (a subclass is mapped to one)."""
 
 OMITTED_HISTORY_TEXT = "[earlier conversation omitted]"
 """Opens a render whose first kept message is not the user's (the API requires a user first)."""
@@ -454,42 +476,45 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
         synthetic = _synthetic_results(missing)
 
     last_kept = state.last_kept
+    content = message.content
     memo: list[Piece | None] | None = None
     if ctx.pieces is not None:
         memo = ctx.pieces.get(message.id)
-        if memo is None or len(memo) != len(message.content):
-            memo = ctx.pieces[message.id] = [None] * len(message.content)
+        if memo is None or len(memo) != len(content):
+            memo = ctx.pieces[message.id] = [None] * len(content)
+    else:
+        memo = [None] * len(content)  # kept for this render only
 
-    def piece(index: int, block: Block) -> Piece:
-        got = memo[index] if memo is not None else None
-        if got is None:
-            wire = block_to_wire(block)
-            got = (wire, block_bytes(wire))
-            if memo is not None:
-                memo[index] = got
-        return got
+    counting = ctx.estimator is estimate_tokens  # the default: counted per block, kept
+    chars = 0
+    role_bytes = role.encode()
 
-    def keep(
-        wire: dict[str, Any], stored_index: int | None, canonical: bytes | None = None
-    ) -> None:
-        nonlocal chain
+    def keep(wire: dict[str, Any], stored_index: int | None) -> None:
+        """Keep a block that has no ``Piece`` (synthetic, or the sidecar's thinking)."""
+        nonlocal chain, chars
         if not is_wire_thinking(wire):
-            if canonical is None:
-                chain = feed_block(chain, role, wire)
-            else:
-                chain = feed_bytes(chain, role, canonical)
+            chain = feed_block(chain, role, wire)
         if stored_index is not None:
             mapping[offset + len(kept)] = stored_index
+        if counting:
+            chars += wire_chars(wire)
         kept.append(wire)
 
     for wire in synthetic:
         keep(wire, None)
-    for index, block in enumerate(message.content):
-        if notice and not isinstance(block, TextBlock):
-            continue
-        if isinstance(block, TextBlock) and not block.text.strip():
-            continue
-        if is_thinking(block):
+    clean = message.role == "user"  # and no tool result: a render may start here
+    for index, block in enumerate(content):
+        cls = type(block)
+        if cls not in _EXACT:  # a subclass: judged as its block class
+            cls = next((c for c in _EXACT if isinstance(block, c)), cls)
+        if cls is TextBlock:
+            text = block.text  # type: ignore[union-attr]
+            if not text or text.isspace():
+                continue
+        elif notice:
+            clean = clean and cls is not ToolResultBlock
+            continue  # a notice sends its text only
+        elif cls in THINKING_TYPES:
             if message.role != "assistant":
                 log.info("thinking_outside_reply_left_out", message_id=message.id, block=index)
                 continue
@@ -500,11 +525,14 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
             if resolved is None:  # its text is gone for good: released at commit
                 state.unreported.append(StripEntry(message.id, index, "unstamped", kind="release"))
                 continue
-            if resolved == block:
-                wire, canonical = piece(index, block)
-            else:  # the sidecar's text: never kept (it can be erased)
+            same = resolved is block or resolved == block
+            got = memo[index] if same else None
+            if got is None:
                 wire = block_to_wire(resolved)
-                canonical = block_bytes(wire)
+                got = (wire, block_bytes(wire), wire_chars(wire))
+                if same:  # the sidecar's text is never kept (it can be erased)
+                    memo[index] = got
+            wire, canonical, size = got
             block = resolved
             verdict, changed = judge_thinking(
                 ctx, message, index, block, wire, chain, last_kept, canonical
@@ -513,7 +541,9 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
                 last_kept = signature_digest(signature_of(block))
                 signatures[offset + len(kept)] = last_kept
                 state.kept_thinking.add((message.id, index))
-                keep(wire, index, canonical)
+                mapping[offset + len(kept)] = index
+                chars += size
+                kept.append(wire)
             elif release is not None and index >= release.from_block:
                 if verdict != "hidden":
                     entry = StripEntry(message.id, index, verdict, changed, kind="released")
@@ -523,30 +553,45 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
                     message.id, index, verdict, changed
                 )
             continue
-        if isinstance(block, ToolResultBlock):
-            if role != "user" or block.tool_use_id not in state.open_tool_uses:
+        elif cls is ToolResultBlock:
+            clean = False
+            tool_use_id = block.tool_use_id  # type: ignore[union-attr]
+            if role != "user" or tool_use_id not in state.open_tool_uses:
                 log.info("stray_tool_result_left_out", message_id=message.id, block=index)
                 continue
-            if block.tool_use_id in answered:
+            if tool_use_id in answered:
                 continue
-            answered.add(block.tool_use_id)
-        if isinstance(block, ToolUseBlock):
-            new_tool_uses[block.id] = block.name
-        wire, canonical = piece(index, block)
-        keep(wire, index, canonical)
+            answered.add(tool_use_id)
+        elif cls is ToolUseBlock:
+            new_tool_uses[block.id] = block.name  # type: ignore[union-attr]
+        got = memo[index]
+        if got is None:
+            wire = block_to_wire(block)
+            got = memo[index] = (wire, block_bytes(wire), wire_chars(wire))
+        wire, canonical, size = got
+        if wire.get("type") not in WIRE_THINKING:  # an unknown block may still say thinking
+            chain = feed_bytes(chain, role, canonical, role_bytes)
+        mapping[offset + len(kept)] = index
+        chars += size
+        kept.append(wire)
 
     if role == "user":
         state.open_tool_uses = {}
     elif role == "assistant":
         state.open_tool_uses = {**state.open_tool_uses, **new_tool_uses}
-    tokens = ctx.estimator({"role": role, "content": kept}) if kept else 0
+    if not kept:
+        tokens = 0
+    elif counting:
+        tokens = estimate_from_chars(role, chars)
+    else:
+        tokens = ctx.estimator({"role": role, "content": kept})
     if kept:
         state.chain = chain
         state.last_kept = last_kept
         kind: ProvenanceKind = "notice" if notice else "message"
         source = Source(message.id, mapping, signatures)
         _attach(state, ctx, role, kept, kind, source, merging, tokens)
-    state.spans.append(Span(message.sequence, tokens, is_clean_start(message)))
+    state.spans.append(Span(message.sequence, tokens, clean))
 
 
 def close_tool_round(state: RenderState) -> list[dict[str, Any]]:

@@ -26,6 +26,19 @@ def estimate_tokens(wire_message: Any) -> int:
     return _chars(wire_message) // CHARS_PER_TOKEN + MESSAGE_OVERHEAD_TOKENS
 
 
+def estimate_from_chars(role: str, block_chars: int) -> int:
+    """``estimate_tokens({"role": role, "content": blocks})`` given ``block_chars``, the sum of
+    ``wire_chars`` over ``blocks`` (the count is additive: a render keeps each block's)."""
+    return (len(role) + len("rolecontent") + block_chars) // CHARS_PER_TOKEN + (
+        MESSAGE_OVERHEAD_TOKENS
+    )
+
+
+def wire_chars(value: Any) -> int:
+    """The characters ``estimate_tokens`` counts in ``value`` (keys and leaves)."""
+    return _chars(value)
+
+
 def _chars(value: Any) -> int:
     # loops with strings counted inline: most leaves are text (a re-render counts every block)
     if isinstance(value, str):

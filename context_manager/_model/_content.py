@@ -160,6 +160,8 @@ def _structure_block(wire: Any, _: Any = None) -> Block:
     named = _NAMED_FIELDS[cls]
     try:
         kwargs: dict[str, Any] = {name: wire[name] for name in named if name in wire}
+        if len(kwargs) + 1 == len(wire):  # the type and named fields only (most blocks)
+            return cls(**kwargs)  # type: ignore[no-any-return]
         extra = {k: v for k, v in wire.items() if k != "type" and k not in named}
         return cls(**kwargs, extra=extra)  # type: ignore[no-any-return]
     except TypeError:

@@ -30,12 +30,22 @@ def select_window(
     limit: int | None,
     newest_first: bool,
 ) -> list[StoredMessage]:
-    """Merge ``segments`` (each ordered alike) by sequence, keep ``kind``, cut at ``limit``."""
+    """Merge ``segments`` (each ordered alike) by sequence, keep ``kind``, cut at ``limit``.
+
+    One segment that is a list, with no ``kind`` and no ``limit``, is returned as it is (the
+    stores pass lists they just built)."""
     check_limit(limit)
     out: list[StoredMessage] = []
     if limit == 0:
         return out
-    merged = heapq.merge(*segments, key=lambda m: m.sequence, reverse=newest_first)
+    parts = list(segments)
+    merged: Iterable[StoredMessage] = (
+        parts[0]  # one segment (a branch without forks): already in order
+        if len(parts) == 1
+        else heapq.merge(*parts, key=lambda m: m.sequence, reverse=newest_first)
+    )
+    if kind is None and limit is None and isinstance(merged, list):
+        return merged
     for message in merged:
         if kind is not None and message.metadata.kind != kind:
             continue
