@@ -57,6 +57,7 @@ def test_a_smoke_run_writes_every_figure_the_issue_names(tmp_path: Path) -> None
         "reopen_vs_sdk",
         "steady_vs_sdk",
         "reopen_flatness",
+        "reopen_flatness_per_message",
         "cache_bytes_per_agent",
         "evicted_compile_vs_sdk",
         "append_kept",
