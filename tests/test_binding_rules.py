@@ -358,6 +358,40 @@ def test_a_branch_made_earlier_does_not_inherit_a_release_the_parent_made_later(
     assert result.thinking_strip is None
 
 
+def left_out_after_a_branch_point(store: Store) -> tuple[ContextManager, list[str]]:
+    """Three replies; after the last, a branch point; then the parent leaves all three out
+    (a system change). Returns the manager switched to the branch, which has a new question."""
+    cm = ContextManager.open(store, namespace="ada", binding=STRIPS)
+    ids = history(cm, HEAD, 3)
+    cm.compile(HEAD)
+    assert cm.compile(SYSTEM_B).thinking_strip is not None
+    cm.branch_at(ids[2], "earlier")
+    cm.switch_branch("earlier")
+    cm.add_message("user", "on the earlier branch")
+    return cm, ids
+
+
+def test_a_branch_made_earlier_reports_what_the_parent_left_out_after_its_fork_point(
+    store: Store,
+) -> None:
+    """SPEC 5: a branch inherits the left-out set as of its fork point only, so a block the
+    parent left out later is newly left out on the branch and its strip reports it."""
+    cm, ids = left_out_after_a_branch_point(store)
+    strip = cm.compile(SYSTEM_B).thinking_strip
+    assert strip is not None
+    assert (strip.cause, strip.changed, strip.replies) == ("head", ("system",), tuple(ids))
+
+
+def test_a_branch_made_earlier_restores_nothing_the_parent_left_out_after_its_fork_point(
+    store: Store,
+) -> None:
+    """SPEC 7: ``restored`` names only replies the branch itself had left out."""
+    cm, ids = left_out_after_a_branch_point(store)
+    result = cm.compile(HEAD)
+    assert sent_replies(cm, result) == ids
+    assert result.restored == ()
+
+
 def test_a_fork_at_the_head_does_not_retell_what_the_parent_left_out(store: Store) -> None:
     """SPEC 5: the left-out set (what was told) is inherited with the fork."""
     cm = ContextManager.open(store, namespace="ada", binding=STRIPS)

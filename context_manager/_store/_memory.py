@@ -27,7 +27,15 @@ from context_manager._model._messages import (
     encode_message,
 )
 
-from ._protocol import AnchoredHead, BindingRecordData, BranchRecord, BranchRef, Lineage, Release
+from ._protocol import (
+    AnchoredHead,
+    BindingRecordData,
+    BranchRecord,
+    BranchRef,
+    Lineage,
+    Release,
+    left_out_since,
+)
 from ._read import check_limit, select_window
 
 
@@ -44,7 +52,8 @@ class _Namespace:
     anchors: dict[str, int] = attrs.field(factory=dict)
     heads: dict[str, list[AnchoredHead]] = attrs.field(factory=dict)  # by at_sequence
     releases: dict[str, dict[MessageId, Release]] = attrs.field(factory=dict)
-    left_out: dict[str, frozenset[tuple[MessageId, int]]] = attrs.field(factory=dict)
+    left_out: dict[str, dict[tuple[MessageId, int], int | None]] = attrs.field(factory=dict)
+    """Per branch, each left-out block and the sequence it was first left out at."""
     revisions: list[tuple[MessageId, tuple[Block, ...]]] = attrs.field(factory=list)
 
 
@@ -106,7 +115,11 @@ class MemoryStore:
                     or release.at_sequence is None
                     or release.at_sequence <= fork_sequence
                 }
-                space.left_out[record.key] = space.left_out.get(parent, frozenset())
+                space.left_out[record.key] = {
+                    spot: since
+                    for spot, since in space.left_out.get(parent, {}).items()
+                    if fork_sequence is None or since is None or since <= fork_sequence
+                }
                 space.heads[record.key] = [
                     h
                     for h in space.heads.get(parent, [])
@@ -277,7 +290,7 @@ class MemoryStore:
                 first_compiled=branch in space.first_compiled,
                 releases=dict(space.releases.get(branch, {})) if releases else {},
                 anchor=space.anchors.get(branch),
-                left_out=space.left_out.get(branch, frozenset()),
+                left_out=frozenset(space.left_out.get(branch, {})),
                 anchored_head=space.heads[branch][-1] if space.heads.get(branch) else None,
             )
 
@@ -309,7 +322,11 @@ class MemoryStore:
                 heads.append(anchored_head)
                 heads.sort(key=lambda h: h.at_sequence)
             if left_out is not None:
-                space.left_out[branch] = frozenset((mid, int(b)) for mid, b in left_out)
+                before = space.left_out.get(branch, {})
+                space.left_out[branch] = {
+                    (mid, int(b)): left_out_since(before, mid, b, at_sequence)
+                    for mid, b in left_out
+                }
             if first_compiled:
                 space.first_compiled.add(branch)
             if anchor is not None:

@@ -48,6 +48,7 @@ from context_manager._store._protocol import (
     BranchRef,
     Lineage,
     Release,
+    left_out_since,
 )
 from context_manager._store._read import check_limit, select_window
 from context_manager._store._sqlite import _RELEASE_COLUMNS, _is_stamp, _release
@@ -360,9 +361,11 @@ class PostgresStore:
                     (record.key, namespace, parent, fork_sequence, fork_sequence),
                 )
                 conn.execute(
-                    "INSERT INTO left_out (ns, branch, message_id, block) "
-                    "SELECT ns, %s, message_id, block FROM left_out WHERE ns = %s AND branch = %s",
-                    (record.key, namespace, parent),
+                    "INSERT INTO left_out (ns, branch, message_id, block, at_seq) "
+                    "SELECT ns, %s, message_id, block, at_seq FROM left_out WHERE ns = %s "
+                    "AND branch = %s AND (%s::bigint IS NULL OR at_seq IS NULL "
+                    "OR at_seq <= %s::bigint)",
+                    (record.key, namespace, parent, fork_sequence, fork_sequence),
                 )
                 conn.execute(
                     "INSERT INTO anchored_heads (ns, branch, at_seq, head) "
@@ -678,13 +681,27 @@ class PostgresStore:
                 )
             if left_out is not None:
                 cursor.execute(
+                    "SELECT message_id, block, at_seq FROM left_out WHERE ns = %s AND branch = %s",
+                    (namespace, branch),
+                )
+                since = {(row[0], int(row[1])): row[2] for row in cursor.fetchall()}
+                cursor.execute(
                     "DELETE FROM left_out WHERE ns = %s AND branch = %s", (namespace, branch)
                 )
                 if left_out:
                     cursor.executemany(
-                        "INSERT INTO left_out (ns, branch, message_id, block) "
-                        "VALUES (%s, %s, %s, %s)",
-                        [(namespace, branch, mid, int(block)) for mid, block in left_out],
+                        "INSERT INTO left_out (ns, branch, message_id, block, at_seq) "
+                        "VALUES (%s, %s, %s, %s, %s)",
+                        [
+                            (
+                                namespace,
+                                branch,
+                                mid,
+                                int(block),
+                                left_out_since(since, mid, block, at_sequence),
+                            )
+                            for mid, block in left_out
+                        ],
                     )
             if first_compiled or anchor is not None:
                 cursor.execute(

@@ -71,6 +71,10 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TABLE anchored_heads (ns text NOT NULL, branch text NOT NULL, at_seq bigint NOT NULL,
         head text NOT NULL, PRIMARY KEY (ns, branch, at_seq));
     """,
+    # 4: the sequence each block was first left out at (SPEC 5), as SQLite's version 7.
+    """
+    ALTER TABLE left_out ADD COLUMN at_seq bigint;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

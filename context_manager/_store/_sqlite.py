@@ -30,7 +30,15 @@ from context_manager._model._messages import (
     encode_message,
 )
 
-from ._protocol import AnchoredHead, BindingRecordData, BranchRecord, BranchRef, Lineage, Release
+from ._protocol import (
+    AnchoredHead,
+    BindingRecordData,
+    BranchRecord,
+    BranchRef,
+    Lineage,
+    Release,
+    left_out_since,
+)
 from ._read import check_limit, select_window
 from ._sqlite_file import connect, open_versioned, transaction
 
@@ -90,6 +98,11 @@ MIGRATIONS: tuple[str, ...] = (
     """
     CREATE TABLE anchored_heads (ns TEXT NOT NULL, branch TEXT NOT NULL, at_seq INTEGER NOT NULL,
         head TEXT NOT NULL, PRIMARY KEY (ns, branch, at_seq));
+    """,
+    # 7: the sequence each block was first left out at, so a branch made at an earlier point
+    # inherits the left-out set as of its fork point only (SPEC 5); NULL: before this version.
+    """
+    ALTER TABLE left_out ADD COLUMN at_seq INTEGER;
     """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -199,9 +212,10 @@ class SQLiteStore:
                     (record.key, namespace, parent, fork_sequence, fork_sequence),
                 )
                 db.execute(
-                    "INSERT INTO left_out (ns, branch, message_id, block) "
-                    "SELECT ns, ?, message_id, block FROM left_out WHERE ns = ? AND branch = ?",
-                    (record.key, namespace, parent),
+                    "INSERT INTO left_out (ns, branch, message_id, block, at_seq) "
+                    "SELECT ns, ?, message_id, block, at_seq FROM left_out "
+                    "WHERE ns = ? AND branch = ? AND (? IS NULL OR at_seq IS NULL OR at_seq <= ?)",
+                    (record.key, namespace, parent, fork_sequence, fork_sequence),
                 )
                 db.execute(
                     "INSERT INTO anchored_heads (ns, branch, at_seq, head) "
@@ -502,10 +516,22 @@ class SQLiteStore:
                     (namespace, branch, anchored_head.at_sequence, anchored_head.to_json()),
                 )
             if left_out is not None:
+                since = {
+                    (row[0], int(row[1])): row[2]
+                    for row in db.execute(
+                        "SELECT message_id, block, at_seq FROM left_out "
+                        "WHERE ns = ? AND branch = ?",
+                        (namespace, branch),
+                    )
+                }
                 db.execute("DELETE FROM left_out WHERE ns = ? AND branch = ?", (namespace, branch))
                 db.executemany(
-                    "INSERT INTO left_out (ns, branch, message_id, block) VALUES (?, ?, ?, ?)",
-                    [(namespace, branch, mid, int(block)) for mid, block in left_out],
+                    "INSERT INTO left_out (ns, branch, message_id, block, at_seq) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    [
+                        (namespace, branch, mid, int(b), left_out_since(since, mid, b, at_sequence))
+                        for mid, b in left_out
+                    ],
                 )
             if first_compiled or anchor is not None:
                 db.execute(
