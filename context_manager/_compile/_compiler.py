@@ -405,6 +405,7 @@ class Compiler:
             summary = self._keep_summary(request, text, state, dry_run)
             folded = self._full_render(ctx, lineage, record, serial, summary=summary)
             folded.unreported = fold_entries(state, folded)
+            _carry_ages(state, folded)
             state = folded
         if limit is not None and fold is None and self._sheds() and state.total_tokens > limit[1]:
             state = self._shed(ctx, lineage, record, serial, state, limit[0])
@@ -441,11 +442,12 @@ class Compiler:
                     if state.summary_id and state.summary_id != "summary_preview"
                     else None
                 )
-                pending = list(state.unreported)
+                before = state
                 state = self._full_render(
                     again, lineage, record, serial, start=state.start, summary=opener
                 )
-                state.unreported = pending + state.unreported
+                state.unreported = before.unreported + state.unreported
+                _carry_ages(before, state)
                 for spot, entry in list(state.left_out.items()):
                     if entry.reason == "head" and "model" not in entry.changed:
                         state.left_out[spot] = attrs.evolve(entry, reason="prefix", changed=())
@@ -481,7 +483,13 @@ class Compiler:
             held = [e for e in state.unreported if (e.message_id, e.block) in put_back]
             self._commit(key, record, state, entries, left_out, limit is not None, new_anchor)
             state.unreported = held  # sent as recorded now; reported once the round closes
-            self._states[key] = (cache_key, state)
+            if put_back:
+                # the request differs from the render (the in-flight reply as recorded): the
+                # next compile judges afresh, so what is reported once the round closes reads
+                # the head of that compile, not this one's
+                self._states.pop(key, None)
+            else:
+                self._states[key] = (cache_key, state)
         result = CompileResult(
             request=body,
             provenance=tuple(provenance) + _tail_provenance(body, state),
@@ -592,6 +600,7 @@ class Compiler:
             for e in again.unreported
         ]
         again.unreported = [*pending, *marked]
+        _carry_ages(state, again)
         log.info(
             "thinking_shed",
             namespace=self.manager.namespace,
@@ -996,6 +1005,16 @@ def _report_entries(state: RenderState, record: BindingRecord) -> list[StripEntr
         entries.append(entry)
     age = state.sequences
     return sorted(entries, key=lambda e: (age.get(e.message_id, -1), e.block))
+
+
+def _carry_ages(before: RenderState, after: RenderState) -> None:
+    """Give ``after`` the age of every reply its unreported entries carry over from
+    ``before`` (a re-render that no longer meets them: a fold covered them), so the strip
+    stays oldest first."""
+    for entry in after.unreported:
+        sequence = before.sequences.get(entry.message_id)
+        if sequence is not None:
+            after.sequences.setdefault(entry.message_id, sequence)
 
 
 def _restored(state: RenderState, record: BindingRecord) -> tuple[MessageId, ...]:
