@@ -208,10 +208,52 @@ class Compiler:
 
     # cache control
     def forget(self, key: str) -> None:
-        """Drop everything held for branch ``key`` (it was deleted)."""
+        """Drop everything held for branch ``key`` (it was deleted, or its run or fork ended):
+        its render, its binding record, and the stamps only its render read. O(its window,
+        plus the other cached windows when stamps are kept for them)."""
+        memo = self._windows.get(key)
+        if memo is not None and self._stamps:
+            others = {
+                msg.id
+                for other, kept in self._windows.items()
+                if other != key
+                for msg in kept.messages
+            }
+            for msg in [*memo.messages, *self._recorded_since(memo)]:
+                if msg.id not in others:
+                    self._stamps.pop(msg.id, None)
         self.drop_render(key)
         self._records.pop(key, None)
         _resident.forget(self, key)
+
+    def _recorded_since(self, memo: _WindowMemo) -> list[StoredMessage]:
+        """Messages stored on ``memo``'s branch after its render (the reply recorded last);
+        none when the store cannot say (forgetting never fails)."""
+        m = self.manager
+        try:
+            return m.store.read(m.namespace, memo.lineage, after=memo.last())
+        except Exception as err:  # a failing store: those stamps wait for the cache's bound
+            log.info("stamps_kept", error=repr(err))
+            return []
+
+    def forget_all(self) -> None:
+        """Drop everything held for every branch (the manager's run ended)."""
+        for key in {*self._states, *self._records, *self._windows, *self._steady}:
+            self.forget(key)
+        self._stamps.clear()
+        self._heads.clear()
+        self._heads_models.clear()
+
+    def held(self) -> dict[str, int]:
+        """What is held in memory now, counted: render states, binding records, window memos,
+        steady plans and stamps (for tests and diagnostics)."""
+        return {
+            "states": len(self._states),
+            "records": len(self._records),
+            "windows": len(self._windows),
+            "steady": len(self._steady),
+            "stamps": len(self._stamps),
+        }
 
     def drop_render(self, key: str) -> None:
         """Drop branch ``key``'s cached render (the per-process bound evicted it); its next
@@ -449,8 +491,13 @@ class Compiler:
                 state.unreported = before.unreported + state.unreported
                 _carry_ages(before, state)
                 for spot, entry in list(state.left_out.items()):
+                    # a system or tools difference is no cause here: changes were appended,
+                    # and the whole tail is re-rendered anyway; only the model check stands
                     if entry.reason == "head" and "model" not in entry.changed:
                         state.left_out[spot] = attrs.evolve(entry, reason="prefix", changed=())
+                    elif entry.reason == "head":
+                        kept = tuple(c for c in entry.changed if c not in ("system", "tools"))
+                        state.left_out[spot] = attrs.evolve(entry, changed=kept)
                 head, anchor, new_anchor, ctx = asked, fresh, fresh, again
                 cache_key = attrs.evolve(
                     cache_key,
