@@ -523,7 +523,12 @@ class Compiler:
         entries = [
             e for e in _report_entries(state, record) if (e.message_id, e.block) not in put_back
         ]
-        strip = _strip(entries, record.first_compiled, key, compile_id)
+        strip = _strip(
+            [e for e in entries if not _already_out(e, record)],
+            record.first_compiled,
+            key,
+            compile_id,
+        )
         restored = _restored(state, record)
         if not dry_run:
             left_out = frozenset(state.left_out) - put_back
@@ -1052,6 +1057,15 @@ def _report_entries(state: RenderState, record: BindingRecord) -> list[StripEntr
         entries.append(entry)
     age = state.sequences
     return sorted(entries, key=lambda e: (age.get(e.message_id, -1), e.block))
+
+
+def _already_out(entry: StripEntry, record: BindingRecord) -> bool:
+    """A block released now that the last committing compile had already left out: its loss
+    was reported then, so the strip does not name it again (its release is recorded)."""
+    return entry.kind in ("released", "release") and (
+        entry.message_id,
+        entry.block,
+    ) in record.left_out
 
 
 def _carry_ages(before: RenderState, after: RenderState) -> None:
