@@ -110,6 +110,12 @@ def judge(
         or not isinstance(preds, Mapping)
     ):
         return Judgement("unstamped")
+    # the head and the model check come first: they hold for every block of the reply, so
+    # they are the cause even where the block's own seal can no longer be found
+    readable = producer_readable(stamp, reader, digests.get("model", ""), reads)
+    changed = head_changes(head, digests, bound, readable=readable)
+    if changed:
+        return Judgement("head", changed)
     key = str(index)
     if seals.get(key) != seal_now:
         # an edit that removed an earlier thinking block of the reply shifts the indexes; the
@@ -117,10 +123,6 @@ def judge(
         key = next((k for k, v in seals.items() if v == seal_now), key)
     if key not in seals:
         return Judgement("unstamped")
-    readable = producer_readable(stamp, reader, digests.get("model", ""), reads)
-    changed = head_changes(head, digests, bound, readable=readable)
-    if changed:
-        return Judgement("head", changed)
     if seals[key] != seal_now:
         return Judgement("prefix")
     if not in_order(last_kept, preds.get(key)):
