@@ -1,16 +1,23 @@
 """A model-based test: the runtime driven by Hypothesis against the simulator in drop-block mode.
 
 One agent runs turns (0-3 tool rounds) while the host changes its tools, system text, model and
-settings, folds, edits earlier messages, forks, switches and deletes branches, releases reasoning,
-and makes the simulator drop chosen blocks (each reason). After every step four invariants are
-checked against the simulator's own records:
+settings, folds, sets a window (shedding the oldest thinking first, or only jumping), edits
+earlier messages, forks, branches at an earlier reply (``branch_at``, after folds and drops),
+switches and deletes branches, releases reasoning, and makes the simulator drop chosen blocks
+(each reason). Each example draws a model check: the documented table (the library's
+``documented_readability`` against the simulator's own) or a random readability table given to
+both (``ThinkingBinding(reads=...)``, ``Simulator(readability=...)``). After every step four
+invariants are checked against the simulator's own records:
 
 1. No sent block fails on its own: ``sim.verify`` passes every block of every request, so each
    ``prefix_binding_mismatch`` the simulator reported follows a forced drop in the same request.
 2. Zero needless strips: every thinking block a compile newly left out of a rendered reply would
    not have verified at its place (``sim.verify_block``), except blocks the host released and
    blocks released after a prefix, organization or end-user drop (SPEC 8: they are released for
-   good, even though the simulator's one-shot forced drop would let them verify again). A
+   good, even though the simulator's one-shot forced drop would let them verify again), and
+   blocks shed under a shedding window: valid, but a leading run (no thinking is sent before
+   them, VENDOR_RULES 4), released for good. A branch made at an earlier point knows only the
+   releases and left-out blocks recorded up to its fork point (SPEC 5). A
    released block never comes back; a block only withheld (a head or model change, a gap) is
    judged when it goes, and may be sent again once it verifies (SPEC 7, VENDOR_RULES 5, 8).
 3. Every loss the rules say to tell is told, once per branch, and nothing else: a small
@@ -1017,25 +1024,13 @@ def _model_settings() -> settings:
     )
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="system-message placement (VENDOR_RULES 16) is rendered now; still open: a mid-round "
-    "host release beside a provider prefix drop can alter the open round's reply thinking "
-    "(VENDOR_RULES 6 400 'cannot be modified'), found with notices as user text",
-)
 def test_no_invalid_block_is_sent_no_valid_one_is_stripped_and_each_loss_is_told_once() -> None:
-    """Hypothesis drives turns, head changes, folds, edits, branches, releases and forced drops.
-
-    Expected to fail until binding v2: the compiler still strips the in-flight assistant
-    message's thinking on a mid-turn head change, which the simulator now refuses (VENDOR_RULES
-    6). Shrinking is off while it is expected to fail (a shrink takes minutes).
-    """
-    from hypothesis import Phase
+    """Hypothesis drives turns, head and model changes (under a readability table), folds,
+    windows that shed, edits, forks, ``branch_at``, releases and forced drops."""
     from hypothesis.stateful import run_state_machine_as_test
 
     STATS.clear()
-    no_shrink = settings(_model_settings(), phases=[Phase.explicit, Phase.reuse, Phase.generate])
-    run_state_machine_as_test(ReliabilityMachine, settings=no_shrink)
+    run_state_machine_as_test(ReliabilityMachine, settings=_model_settings())
     path = os.environ.get("RELIABILITY_STATS")
     if path:
         with open(path, "w") as out:
@@ -1046,23 +1041,13 @@ class PostgresMachine(ReliabilityMachine):
     """The same machine, every example on a fresh PostgreSQL schema."""
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="as the test above: a mid-round host release beside a provider prefix drop can alter "
-    "the open round's reply thinking (VENDOR_RULES 6)",
-)
 def test_the_same_holds_on_postgresql(postgres_server: Server) -> None:
-    """The whole machine, its CI profile at least, with every example on ``PostgresStore``.
-
-    Expected to fail until binding v2, as the test above (VENDOR_RULES 6); no shrinking meanwhile.
-    """
-    from hypothesis import Phase
+    """The whole machine, its CI profile at least, with every example on ``PostgresStore``."""
     from hypothesis.stateful import run_state_machine_as_test
 
     PostgresMachine.postgres_server = postgres_server.dsn
-    no_shrink = settings(_model_settings(), phases=[Phase.explicit, Phase.reuse, Phase.generate])
     try:
-        run_state_machine_as_test(PostgresMachine, settings=no_shrink)
+        run_state_machine_as_test(PostgresMachine, settings=_model_settings())
     finally:
         PostgresMachine.postgres_server = None
 

@@ -392,7 +392,10 @@ class Compiler:
                 change = plan_change(sent, asked, inline_tools=m.binding.inline_tools)
             if change is False:  # cannot be appended: a head change as before
                 anchor = new_anchor = AnchoredHead(state.last_sequence, head_json(asked))
-                head, ctx = asked, self._context(asked, record, appends, anchor)
+                head = asked
+                ctx = attrs.evolve(
+                    self._context(asked, record, appends, anchor), head_changed=True
+                )
                 cache_key = attrs.evolve(
                     cache_key,
                     bound=tuple(head.digests[c] for c in m.binding.bound_components()),
@@ -490,14 +493,6 @@ class Compiler:
                 )
                 state.unreported = before.unreported + state.unreported
                 _carry_ages(before, state)
-                for spot, entry in list(state.left_out.items()):
-                    # a system or tools difference is no cause here: changes were appended,
-                    # and the whole tail is re-rendered anyway; only the model check stands
-                    if entry.reason == "head" and "model" not in entry.changed:
-                        state.left_out[spot] = attrs.evolve(entry, reason="prefix", changed=())
-                    elif entry.reason == "head":
-                        kept = tuple(c for c in entry.changed if c not in ("system", "tools"))
-                        state.left_out[spot] = attrs.evolve(entry, changed=kept)
                 head, anchor, new_anchor, ctx = asked, fresh, fresh, again
                 cache_key = attrs.evolve(
                     cache_key,

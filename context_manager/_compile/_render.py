@@ -117,6 +117,9 @@ class RenderContext:
     """Changes are appended (SPEC 7b): ``head-change`` messages after ``anchor_sequence`` render."""
     anchor_sequence: int = -1
     """``head-change`` messages at or before it are part of the anchored head (not rendered)."""
+    head_changed: bool = False
+    """This compile rewrites the head (a change that cannot be appended): a system or tools
+    difference is then a head cause even while changes are appended."""
 
 
 @attrs.define
@@ -301,7 +304,8 @@ def judge_thinking(
         if ctx.binds and isinstance(head, Mapping):
             readable = producer_readable(stamp or {}, ctx.model, ctx.digests["model"], ctx.reads)
             changed = head_changes(head, ctx.digests, ctx.bound, readable=readable)
-            if changed:
+            verdict, changed = appended_cause(ctx, "head", changed) if changed else ("", ())
+            if verdict == "head":
                 return "head", changed
         return "released", ()
     if not signature_of(block):
@@ -318,7 +322,22 @@ def judge_thinking(
         reads=ctx.reads,
         last_kept=last_kept,
     )
-    return judgement.verdict, judgement.changed
+    return appended_cause(ctx, judgement.verdict, judgement.changed)
+
+
+def appended_cause(
+    ctx: RenderContext, verdict: StripReason | Literal["keep"], changed: tuple[str, ...]
+) -> tuple[StripReason | Literal["keep"], tuple[str, ...]]:
+    """While changes are appended (SPEC 7b) a system or tools difference is no head cause: the
+    request's head is the anchored one, so a block bound to an earlier anchor lost its prefix
+    to the re-render that re-anchored (a fold, a window jump), a message change. Only the model
+    check, bound settings, or a head this compile rewrites keep the cause ``head``."""
+    if not ctx.appends or ctx.head_changed or verdict != "head":
+        return verdict, changed
+    kept = tuple(c for c in changed if c not in ("system", "tools"))
+    if not any(c == "model" or c in ctx.bound for c in kept):
+        return "prefix", ()
+    return "head", kept
 
 
 def _synthetic_results(open_ids: Mapping[str, str]) -> list[dict[str, Any]]:
