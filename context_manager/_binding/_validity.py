@@ -79,6 +79,35 @@ def producer_readable(
     return isinstance(head, Mapping) and head.get("model") == reader_digest
 
 
+def judge_legacy(
+    stamp: Mapping[str, Any],
+    index: int,
+    legacy_seal: str,
+    *,
+    reader: str,
+    digests: Mapping[str, str],
+    bound: tuple[str, ...],
+    reads: Readability,
+) -> Judgement:
+    """Judge thinking block ``index`` of a reply with a version-1 stamp.
+
+    A version-1 seal binds every block sent before the block, earlier thinking included
+    (``legacy_seal``: that seal over what is rendered before it now). When it matches, the
+    non-thinking content before the block is as it was (VENDOR_RULES 1, 5) and so is the
+    thinking block nearest before it (the order rule, VENDOR_RULES 4): the block is valid. When
+    it does not (oldest thinking shed, say) validity cannot be read from the stamp and the block
+    is left out (the conservative reading). The model check reads the model digest only: the
+    same model.
+    """
+    readable = producer_readable(stamp, reader, digests.get("model", ""), reads)
+    changed = head_changes(stamp["head"], digests, bound, readable=readable)
+    if changed:
+        return Judgement("head", changed)
+    if stamp["seals"].get(str(index)) != legacy_seal:
+        return Judgement("prefix")
+    return KEEP
+
+
 def judge(
     stamp: Mapping[str, Any] | None,
     index: int,

@@ -21,11 +21,12 @@ import attrs
 
 from context_manager._binding._chain import (
     CHAIN_SEED,
+    LEGACY_CHAIN_SEED,
     feed_block,
     is_wire_thinking,
     last_signature,
 )
-from context_manager._binding._stamp import stamp_reply
+from context_manager._binding._stamp import LEGACY_STAMP_VERSION, stamp_reply
 from context_manager._model._canonical import canonical_json
 from context_manager._model._content import (
     Block,
@@ -777,6 +778,10 @@ class Compiler:
         self._prefetch(messages, record, key)
         ctx = attrs.evolve(ctx, pieces=memo.pieces)
         state = RenderState(chain=CHAIN_SEED, start=start, change_serial=serial)
+        if any(
+            self._stamps.get(msg.id, {}).get("v") == LEGACY_STAMP_VERSION for msg in messages
+        ):
+            state.legacy_chain = LEGACY_CHAIN_SEED
         if summary is not None:
             state.summary_id = summary.id
             render_text_prefix(state, ctx, summary, "summary")

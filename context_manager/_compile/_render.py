@@ -21,8 +21,13 @@ from context_manager._binding._chain import (
     is_wire_thinking,
     seal_bytes,
 )
-from context_manager._binding._stamp import readable_stamp
-from context_manager._binding._validity import head_changes, judge, producer_readable
+from context_manager._binding._stamp import legacy_stamp, readable_stamp
+from context_manager._binding._validity import (
+    head_changes,
+    judge,
+    judge_legacy,
+    producer_readable,
+)
 from context_manager._model._canonical import signature_digest
 from context_manager._model._content import (
     Block,
@@ -131,6 +136,9 @@ class RenderState:
     message_tokens: list[int] = attrs.field(factory=list)
     total_tokens: int = 0
     chain: bytes = b""
+    legacy_chain: bytes | None = None
+    """The chain over every block sent so far, thinking included, kept only while the render
+    holds replies with version-1 stamps (``judge_legacy``)."""
     open_tool_uses: dict[str, str] = attrs.field(factory=dict)
     last_sequence: int = 0
     spans: list[Span] = attrs.field(factory=list)
@@ -263,6 +271,8 @@ def _place_system(state: RenderState, ctx: RenderContext) -> None:
     message, sources = found
     for wire in message["content"]:
         state.chain = feed_block(state.chain, "system", wire)
+        if state.legacy_chain is not None:
+            state.legacy_chain = feed_block(state.legacy_chain, "system", wire)
     state.betas |= system_betas(message)
     state.messages.append(message)
     state.provenance.append(ProvenanceEntry(kind="notice", sources=sources))
@@ -287,6 +297,7 @@ def judge_thinking(
     chain: bytes,
     last_kept: str | None,
     canonical: bytes | None = None,
+    legacy_chain: bytes | None = None,
 ) -> tuple[StripReason | Literal["keep", "hidden"], tuple[str, ...]]:
     """Whether a thinking block is sent, and if not why (``_binding._validity.judge``).
 
@@ -312,6 +323,18 @@ def judge_thinking(
         return "hidden", ()
     if not ctx.binds:
         return "keep", ()
+    old = legacy_stamp(ctx.stamps.get(message.id)) if stamp is None else None
+    if old is not None and legacy_chain is not None:
+        legacy = judge_legacy(
+            old,
+            index,
+            seal_bytes(legacy_chain, block_bytes(wire) if canonical is None else canonical),
+            reader=ctx.model,
+            digests=ctx.digests,
+            bound=ctx.bound,
+            reads=ctx.reads,
+        )
+        return appended_cause(ctx, legacy.verdict, legacy.changed)
     judgement = judge(
         stamp,
         index,
@@ -367,6 +390,8 @@ def _push(
     for wire in blocks:
         if not is_wire_thinking(wire):
             state.chain = feed_block(state.chain, role, wire)
+        if state.legacy_chain is not None:
+            state.legacy_chain = feed_block(state.legacy_chain, role, wire)
     _attach(state, ctx, role, blocks, kind, source, merging)
 
 
@@ -488,10 +513,14 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
                 memo[index] = got
         return got
 
+    legacy = state.legacy_chain
+
     def keep(
         wire: dict[str, Any], stored_index: int | None, canonical: bytes | None = None
     ) -> None:
-        nonlocal chain
+        nonlocal chain, legacy
+        if legacy is not None:  # every block sent, thinking included (version-1 stamps)
+            legacy = feed_bytes(legacy, role, block_bytes(wire) if canonical is None else canonical)
         if not is_wire_thinking(wire):
             if canonical is None:
                 chain = feed_block(chain, role, wire)
@@ -526,7 +555,7 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
                 canonical = block_bytes(wire)
             block = resolved
             verdict, changed = judge_thinking(
-                ctx, message, index, block, wire, chain, last_kept, canonical
+                ctx, message, index, block, wire, chain, last_kept, canonical, legacy
             )
             if verdict == "keep":
                 last_kept = signature_digest(signature_of(block))
@@ -561,6 +590,7 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
     tokens = ctx.estimator({"role": role, "content": kept}) if kept else 0
     if kept:
         state.chain = chain
+        state.legacy_chain = legacy
         state.last_kept = last_kept
         kind: ProvenanceKind = "notice" if notice else "message"
         source = Source(message.id, mapping, signatures)
