@@ -1044,7 +1044,12 @@ def _model_settings(share: float = 1.0) -> settings:
 
 def test_no_invalid_block_is_sent_no_valid_one_is_stripped_and_each_loss_is_told_once() -> None:
     """Hypothesis drives turns, head and model changes (under a readability table), folds,
-    windows that shed, edits, forks, ``branch_at``, releases and forced drops."""
+    windows that shed, edits, forks, ``branch_at``, releases and forced drops.
+
+    Expectations changed by VENDOR_RULES 4 (a shed leading run is no needless strip), 6 (the
+    open round's reply goes out as recorded) and 8-9 (a model switch strips only what the
+    table says the new model cannot read).
+    """
     from hypothesis.stateful import run_state_machine_as_test
 
     STATS.clear()
