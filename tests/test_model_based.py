@@ -284,6 +284,12 @@ class BranchModel:
             born=at,
         )
 
+    def out_for_good(self, reply: str, block: int) -> bool:
+        """``block`` is released and the reply's released run was left out before: an edit
+        that moved the block down (a thinking block cut out before it) leaves it out still."""
+        low = self.released_from(reply, block + 1)
+        return block >= low and any(r == reply and j >= low for r, j in self.left_out)
+
     def inherited_release(self, reply: str, block: int) -> bool:
         """``block`` of ``reply`` is out by a release the parent recorded up to the fork point:
         reported there (SPEC 7: a release is reported once, where it was made), so a branch's
@@ -916,7 +922,7 @@ class ReliabilityMachine(RuleBasedStateMachine):
                     )
                     branch.left_out.pop(spot, None)  # withheld, now sent again (VENDOR_RULES 5, 8)
                     continue
-                if spot in branch.left_out:
+                if spot in branch.left_out or branch.out_for_good(message.id, k):
                     continue
                 branch.left_out[spot] = result.last_sequence
                 if branch.inherited_release(message.id, k):
