@@ -358,6 +358,30 @@ def test_a_branch_made_earlier_does_not_inherit_a_release_the_parent_made_later(
     assert result.thinking_strip is None
 
 
+def test_a_branch_made_between_two_releases_of_a_reply_inherits_the_earlier_one(
+    store: Store,
+) -> None:
+    """SPEC 5: a release the parent lowered after the fork point reaches the branch as it was
+    at the fork point (the later, lower one does not; the earlier, higher one does)."""
+    cm = ContextManager.open(store, namespace="ada", binding=STRIPS)
+    cm.add_message("user", "question")
+    two = [*reply("thinking first"), *reply("thinking again")]
+    first = cm.record_reply(two, cm.compile(HEAD))
+    cm.add_message("user", "next")
+    cm.release_thinking(first, 2)
+    cm.compile(HEAD)
+    point = cm.add_message("user", "the fork point")
+    cm.add_message("user", "later")
+    cm.release_thinking(first, 0)
+    cm.compile(HEAD)
+    cm.branch_at(point, "between")
+    cm.switch_branch("between")
+    cm.add_message("user", "on the branch")
+    result = cm.compile(HEAD)
+    sent = [set(s.signatures) for e in result.provenance for s in e.sources if s.signatures]
+    assert sent == [{0}]
+
+
 def left_out_after_a_branch_point(store: Store) -> tuple[ContextManager, list[str]]:
     """Three replies; after the last, a branch point; then the parent leaves all three out
     (a system change). Returns the manager switched to the branch, which has a new question."""

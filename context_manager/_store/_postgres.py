@@ -324,6 +324,7 @@ class PostgresStore:
                 "releases",
                 "left_out",
                 "anchored_heads",
+                "release_history",
             ):
                 conn.execute(f"DELETE FROM {table} WHERE ns = %s".encode(), (namespace,))
 
@@ -358,6 +359,24 @@ class PostgresStore:
                     "SELECT ns, %s, message_id, from_block, reported, reported_from, at_seq "
                     "FROM releases WHERE ns = %s AND branch = %s "
                     "AND (%s::bigint IS NULL OR at_seq IS NULL OR at_seq <= %s::bigint)",
+                    (record.key, namespace, parent, fork_sequence, fork_sequence),
+                )
+                conn.execute(  # lowered after the fork point: the release as of then
+                    "INSERT INTO releases "
+                    "(ns, branch, message_id, from_block, reported, reported_from, at_seq) "
+                    "SELECT DISTINCT ON (h.message_id) h.ns, %s, h.message_id, h.from_block, "
+                    "true, NULL, h.at_seq FROM release_history h JOIN releases r "
+                    "ON r.ns = h.ns AND r.branch = h.branch AND r.message_id = h.message_id "
+                    "WHERE h.ns = %s AND h.branch = %s AND %s::bigint IS NOT NULL "
+                    "AND r.at_seq > %s::bigint AND (h.at_seq IS NULL OR h.at_seq <= %s::bigint) "
+                    "ORDER BY h.message_id, h.from_block",
+                    (record.key, namespace, parent, fork_sequence, fork_sequence, fork_sequence),
+                )
+                conn.execute(
+                    "INSERT INTO release_history (ns, branch, message_id, from_block, at_seq) "
+                    "SELECT ns, %s, message_id, from_block, at_seq FROM release_history "
+                    "WHERE ns = %s AND branch = %s AND (%s::bigint IS NULL OR at_seq IS NULL "
+                    "OR at_seq <= %s::bigint)",
                     (record.key, namespace, parent, fork_sequence, fork_sequence),
                 )
                 conn.execute(
@@ -721,6 +740,11 @@ class PostgresStore:
                     "reported = true",
                     [(namespace, branch, mid, block, at_sequence) for mid, block in releases],
                 )
+                cursor.executemany(
+                    "INSERT INTO release_history (ns, branch, message_id, from_block, at_seq) "
+                "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                    [(namespace, branch, mid, block, at_sequence) for mid, block in releases],
+                )
             if reported:
                 cursor.execute(
                     "UPDATE releases SET reported = true "
@@ -746,6 +770,11 @@ class PostgresStore:
                 "ELSE releases.reported_from END, "
                 "from_block = excluded.from_block, reported = false "
                 "WHERE excluded.from_block < releases.from_block",
+                (namespace, branch, message_id, from_block, at_sequence),
+            )
+            conn.execute(
+                "INSERT INTO release_history (ns, branch, message_id, from_block, at_seq) "
+                "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
                 (namespace, branch, message_id, from_block, at_sequence),
             )
 

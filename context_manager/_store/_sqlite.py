@@ -104,6 +104,15 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE left_out ADD COLUMN at_seq INTEGER;
     """,
+    # 8: every block a release started at, with its sequence, so a branch made between two
+    # releases of one reply inherits the earlier one (SPEC 5).
+    """
+    CREATE TABLE release_history (ns TEXT NOT NULL, branch TEXT NOT NULL,
+        message_id TEXT NOT NULL, from_block INTEGER NOT NULL, at_seq INTEGER,
+        PRIMARY KEY (ns, branch, message_id, from_block));
+    INSERT INTO release_history (ns, branch, message_id, from_block, at_seq)
+        SELECT ns, branch, message_id, from_block, at_seq FROM releases;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -175,6 +184,7 @@ class SQLiteStore:
                 "releases",
                 "left_out",
                 "anchored_heads",
+                "release_history",
             ):
                 db.execute(f"DELETE FROM {table} WHERE ns = ?", (namespace,))
 
@@ -209,6 +219,22 @@ class SQLiteStore:
                     "SELECT ns, ?, message_id, from_block, reported, reported_from, at_seq "
                     "FROM releases WHERE ns = ? AND branch = ? "
                     "AND (? IS NULL OR at_seq IS NULL OR at_seq <= ?)",
+                    (record.key, namespace, parent, fork_sequence, fork_sequence),
+                )
+                db.execute(  # lowered after the fork point: the release as of then
+                    "INSERT INTO releases "
+                    "(ns, branch, message_id, from_block, reported, reported_from, at_seq) "
+                    "SELECT h.ns, ?, h.message_id, min(h.from_block), 1, NULL, h.at_seq "
+                    "FROM release_history h JOIN releases r ON r.ns = h.ns "
+                    "AND r.branch = h.branch AND r.message_id = h.message_id "
+                    "WHERE h.ns = ? AND h.branch = ? AND ? IS NOT NULL AND r.at_seq > ? "
+                    "AND (h.at_seq IS NULL OR h.at_seq <= ?) GROUP BY h.message_id",
+                    (record.key, namespace, parent, fork_sequence, fork_sequence, fork_sequence),
+                )
+                db.execute(
+                    "INSERT INTO release_history (ns, branch, message_id, from_block, at_seq) "
+                    "SELECT ns, ?, message_id, from_block, at_seq FROM release_history "
+                    "WHERE ns = ? AND branch = ? AND (? IS NULL OR at_seq IS NULL OR at_seq <= ?)",
                     (record.key, namespace, parent, fork_sequence, fork_sequence),
                 )
                 db.execute(
@@ -550,6 +576,11 @@ class SQLiteStore:
                 [(namespace, branch, mid, block, at_sequence) for mid, block in releases],
             )
             db.executemany(
+                "INSERT INTO release_history (ns, branch, message_id, from_block, at_seq) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                [(namespace, branch, mid, block, at_sequence) for mid, block in releases],
+            )
+            db.executemany(
                 "UPDATE releases SET reported = 1 WHERE ns = ? AND branch = ? AND message_id = ?",
                 [(namespace, branch, mid) for mid in reported],
             )
@@ -572,6 +603,11 @@ class SQLiteStore:
                 "ELSE releases.reported_from END, "
                 "from_block = excluded.from_block, reported = 0 "
                 "WHERE excluded.from_block < releases.from_block",
+                (namespace, branch, message_id, from_block, at_sequence),
+            )
+            db.execute(
+                "INSERT INTO release_history (ns, branch, message_id, from_block, at_seq) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                 (namespace, branch, message_id, from_block, at_sequence),
             )
 
