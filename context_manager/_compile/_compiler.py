@@ -469,9 +469,12 @@ class Compiler:
                 jump = jump_anchor(state.spans, target)
                 if jump is not None and jump != state.start:
                     state = self._full_render(ctx, lineage, record, serial, start=jump)
-        if appends and (fold is not None or state.start != start_before):
+        skipped = anchor is not None and state.start > anchor.at_sequence + 1
+        if appends and (fold is not None or state.start != start_before or skipped):
             # the whole tail is re-rendered anyway: the current head becomes the anchored one,
-            # and the changes appended so far become part of it (SPEC 7b)
+            # and the changes appended so far become part of it (SPEC 7b); so too when a
+            # window starts past the anchor (changes appended before its start are not
+            # rendered, so the request could not say them)
             fresh = AnchoredHead(state.last_sequence, head_json(asked))
             if (
                 anchor is None
