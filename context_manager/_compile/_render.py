@@ -315,7 +315,9 @@ def judge_thinking(
         if ctx.binds and isinstance(head, Mapping):
             readable = producer_readable(stamp or {}, ctx.model, ctx.digests["model"], ctx.reads)
             changed = head_changes(head, ctx.digests, ctx.bound, readable=readable)
-            verdict, changed = appended_cause(ctx, "head", changed) if changed else ("", ())
+            verdict, changed = (
+                appended_cause(ctx, "head", changed, stamp) if changed else ("", ())
+            )
             if verdict == "head":
                 return "head", changed
         return "released", ()
@@ -334,7 +336,7 @@ def judge_thinking(
             bound=ctx.bound,
             reads=ctx.reads,
         )
-        return appended_cause(ctx, legacy.verdict, legacy.changed)
+        return appended_cause(ctx, legacy.verdict, legacy.changed, old)
     judgement = judge(
         stamp,
         index,
@@ -345,20 +347,27 @@ def judge_thinking(
         reads=ctx.reads,
         last_kept=last_kept,
     )
-    return appended_cause(ctx, judgement.verdict, judgement.changed)
+    return appended_cause(ctx, judgement.verdict, judgement.changed, stamp)
 
 
 def appended_cause(
-    ctx: RenderContext, verdict: StripReason | Literal["keep"], changed: tuple[str, ...]
+    ctx: RenderContext,
+    verdict: StripReason | Literal["keep"],
+    changed: tuple[str, ...],
+    stamp: Mapping[str, Any] | None,
 ) -> tuple[StripReason | Literal["keep"], tuple[str, ...]]:
     """While changes are appended (SPEC 7b) a system or tools difference is no head cause: the
     request's head is the anchored one, so a block bound to an earlier anchor lost its prefix
     to the re-render that re-anchored (a fold, a window jump), a message change. Only the model
-    check, bound settings, or a head this compile rewrites keep the cause ``head``."""
+    check failing (for ``stamp``'s producer), bound settings, or a head this compile rewrites
+    keep the cause ``head``."""
     if not ctx.appends or ctx.head_changed or verdict != "head":
         return verdict, changed
     kept = tuple(c for c in changed if c not in ("system", "tools"))
-    if not any(c == "model" or c in ctx.bound for c in kept):
+    unreadable = stamp is not None and not producer_readable(
+        stamp, ctx.model, ctx.digests.get("model", ""), ctx.reads
+    )
+    if not unreadable and not any(c != "model" and c in ctx.bound for c in kept):
         return "prefix", ()
     return "head", kept
 
