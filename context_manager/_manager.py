@@ -266,10 +266,17 @@ class ContextManager:
         """
         return self.store.edit(self.namespace, message_id, to_blocks(content))
 
-    def forget_cache(self, key: str) -> None:
-        """Drop what is held in memory for branch ``key`` (its render state and binding record);
-        the next compile there re-reads them from the store. Call when a fork's run ends."""
+    def forget_cache(self, key: str | None = None) -> None:
+        """Drop what is held in memory for branch ``key`` (its render state, binding record,
+        the stamps only it read, its compile lock), or for every branch when ``key`` is
+        ``None``; the next compile re-reads them from the store. Call when a fork's or a run's
+        work ends (the runtime does, for ``Agent.forked`` and ``Runtime.ephemeral``)."""
+        if key is None:
+            self._compiler.forget_all()
+            self._async_locks.clear()
+            return
         self._compiler.forget(key)
+        self._async_locks.pop(key, None)
 
     # observers
     def on_thinking_strip(self, callback: StripObserver) -> StripObserver:

@@ -14,6 +14,7 @@ from context_manager import (
     ContextManager,
     Head,
     MemoryStore,
+    Passthrough,
     SQLiteStore,
     Store,
     ThinkingBinding,
@@ -357,3 +358,34 @@ def test_system_notices_is_still_accepted_as_an_alias_of_system_messages() -> No
     assert ThinkingBinding().system_role("claude-sonnet-5") == "user"
     assert ThinkingBinding().system_role("claude-opus-5-5-20260901") == "system"
     assert not ThinkingBinding(append_changes=False).appends("claude-opus-5-5")
+
+
+async def test_a_window_starting_past_appended_changes_re_anchors_so_requests_are_accepted() -> (
+    None
+):
+    """SPEC 7b: changes appended before a window's start are not rendered, so the window's
+    first compile anchors the head it sends; removing the window later sends nothing that
+    refers to a tool the request no longer declares (VENDOR_RULES 17)."""
+    sim = Simulator()
+    cm = ContextManager.open(MemoryStore(), namespace="ada")
+    heads = [
+        HEAD,
+        attrs.evolve(HEAD, tools=[READ_LOG, ACTIVATE, GREP]),  # grep appended
+        HEAD,  # and removed again
+    ]
+    async with sim.client() as client:
+
+        async def turn(text: str, head: Head) -> None:
+            cm.add_message("user", text)
+            result = cm.compile(head)
+            cm.record_reply(await client.beta.messages.create(**result.request), result)
+
+        for n, head in enumerate(heads):
+            await turn(f"question {n}", head)
+        for n in range(12):
+            await turn(f"a longer question number {n}, with some words to fill the window", HEAD)
+        cm.strategy = Window(300)
+        await turn("inside the window", attrs.evolve(HEAD, tools=[ACTIVATE]))
+        cm.strategy = Passthrough()
+        await turn("the whole history again", attrs.evolve(HEAD, tools=[ACTIVATE]))
+    assert [r.get("type") for r in sim.responses] == ["message"] * len(sim.responses)

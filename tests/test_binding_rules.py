@@ -358,6 +358,64 @@ def test_a_branch_made_earlier_does_not_inherit_a_release_the_parent_made_later(
     assert result.thinking_strip is None
 
 
+def test_a_branch_made_between_two_releases_of_a_reply_inherits_the_earlier_one(
+    store: Store,
+) -> None:
+    """SPEC 5: a release the parent lowered after the fork point reaches the branch as it was
+    at the fork point (the later, lower one does not; the earlier, higher one does)."""
+    cm = ContextManager.open(store, namespace="ada", binding=STRIPS)
+    cm.add_message("user", "question")
+    two = [*reply("thinking first"), *reply("thinking again")]
+    first = cm.record_reply(two, cm.compile(HEAD))
+    cm.add_message("user", "next")
+    cm.release_thinking(first, 2)
+    cm.compile(HEAD)
+    point = cm.add_message("user", "the fork point")
+    cm.add_message("user", "later")
+    cm.release_thinking(first, 0)
+    cm.compile(HEAD)
+    cm.branch_at(point, "between")
+    cm.switch_branch("between")
+    cm.add_message("user", "on the branch")
+    result = cm.compile(HEAD)
+    sent = [set(s.signatures) for e in result.provenance for s in e.sources if s.signatures]
+    assert sent == [{0}]
+
+
+def left_out_after_a_branch_point(store: Store) -> tuple[ContextManager, list[str]]:
+    """Three replies; after the last, a branch point; then the parent leaves all three out
+    (a system change). Returns the manager switched to the branch, which has a new question."""
+    cm = ContextManager.open(store, namespace="ada", binding=STRIPS)
+    ids = history(cm, HEAD, 3)
+    cm.compile(HEAD)
+    assert cm.compile(SYSTEM_B).thinking_strip is not None
+    cm.branch_at(ids[2], "earlier")
+    cm.switch_branch("earlier")
+    cm.add_message("user", "on the earlier branch")
+    return cm, ids
+
+
+def test_a_branch_made_earlier_reports_what_the_parent_left_out_after_its_fork_point(
+    store: Store,
+) -> None:
+    """SPEC 5: a branch inherits the left-out set as of its fork point only, so a block the
+    parent left out later is newly left out on the branch and its strip reports it."""
+    cm, ids = left_out_after_a_branch_point(store)
+    strip = cm.compile(SYSTEM_B).thinking_strip
+    assert strip is not None
+    assert (strip.cause, strip.changed, strip.replies) == ("head", ("system",), tuple(ids))
+
+
+def test_a_branch_made_earlier_restores_nothing_the_parent_left_out_after_its_fork_point(
+    store: Store,
+) -> None:
+    """SPEC 7: ``restored`` names only replies the branch itself had left out."""
+    cm, ids = left_out_after_a_branch_point(store)
+    result = cm.compile(HEAD)
+    assert sent_replies(cm, result) == ids
+    assert result.restored == ()
+
+
 def test_a_fork_at_the_head_does_not_retell_what_the_parent_left_out(store: Store) -> None:
     """SPEC 5: the left-out set (what was told) is inherited with the fork."""
     cm = ContextManager.open(store, namespace="ada", binding=STRIPS)

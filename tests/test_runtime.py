@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import signal
@@ -18,7 +19,15 @@ import pytest
 from helpers import notice_texts as notices
 from helpers import request_texts as texts
 
-from context_manager import REASONING_LOSS_KIND, Fold, Head, MemoryStore, SQLiteStore, Store
+from context_manager import (
+    REASONING_LOSS_KIND,
+    Fold,
+    Head,
+    MemoryStore,
+    SQLiteStore,
+    Store,
+    render_cache_bytes,
+)
 from context_manager.runtime import Agent, RetryPolicy, Runtime
 from context_manager.simulator import MODEL_MISMATCH, ORGANIZATION_MISMATCH, Simulator
 
@@ -272,6 +281,42 @@ async def test_a_fork_made_for_a_run_forgets_its_told_state_when_it_ends() -> No
     assert ada.context.current_branch().name == "main"
     assert runtime.teller.told_count("ada", fork_key) == 0
     assert [b.name for b in ada.context.list_branches()] == ["main", "what-if"]
+
+
+async def test_thirty_ephemeral_runs_hold_no_render_record_or_stamp_once_they_end() -> None:
+    """SPEC 9/10: a run's caches go when it ends, even while the host keeps its agents."""
+    sim = Simulator(script=tool_script())
+    runtime = make(sim)
+    gc.collect()  # renders of managers gone by now leave the count first
+    before = render_cache_bytes()
+    kept: list[Agent] = []
+    for n in range(30):
+        async with runtime.ephemeral(Agent("scout", HEAD)) as scout:
+            await scout.run_turn(f"look around {n}, use tool")
+            async with scout.forked("what-if"):
+                await scout.run_turn("and again")
+        kept.append(scout)
+    held = [scout.context._compiler.held() for scout in kept]
+    assert held == [dict.fromkeys(held[0], 0)] * 30
+    assert render_cache_bytes() <= before
+
+
+async def test_thirty_forked_runs_leave_a_resident_agent_holding_its_main_branch_only() -> None:
+    """A fork's render, record, stamps and compile lock go when it ends (bounded over forks)."""
+    sim = Simulator(script=tool_script())
+    runtime = make(sim)
+    ada = runtime.register(Agent("ada", HEAD))
+    await ada.run_turn("hello, use tool")
+    main_only = ada.context._compiler.held()
+    for n in range(30):
+        async with ada.forked(f"what-if-{n}") as fork:
+            await fork.run_turn(f"try {n}, use tool")
+    held = ada.context._compiler.held()
+    assert held["stamps"] <= main_only["stamps"]  # one it shared may go too: re-read on demand
+    assert {**held, "stamps": 0} == {**main_only, "stamps": 0}
+    assert len(ada.context._async_locks) <= 1
+    await ada.run_turn("back on main")
+    assert ada.context._compiler.held()["states"] == 1
 
 
 async def test_a_retried_529_succeeds() -> None:

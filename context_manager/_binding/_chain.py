@@ -19,6 +19,10 @@ from context_manager._model._canonical import canonical_json, signature_digest
 CHAIN_SEED = hashlib.sha256(b"context-manager chain v3").digest()
 """The chain of an empty request."""
 
+LEGACY_CHAIN_SEED = hashlib.sha256(b"context-manager chain v2").digest()
+"""The chain of an empty request for version-1 stamps, whose chain ran over every block sent
+before a thinking block, earlier thinking included (``_validity.judge_legacy``)."""
+
 _BLOCK_TAG = b"\x02"
 _SEAL_TAG = b"\x03"
 

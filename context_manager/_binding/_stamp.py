@@ -5,8 +5,9 @@ Pure. The chain runs over the request's non-thinking content as the model saw it
 messages, then any messages the host appended; then the reply's own earlier blocks. A block's
 predecessor is the nearest thinking block before it in that request, the blocks the provider
 reported dropped left out. A stamp (version 2) names the producing model and binds the head's
-digests too. Version-1 stamps sealed earlier thinking into the chain and cannot be checked by the
-order rule: they read as unstamped (``readable_stamp`` logs that once).
+digests too. Version-1 stamps sealed every block sent before a thinking block, earlier thinking
+included: they verify only where all of that is sent as it was (``legacy_stamp``,
+``_validity.judge_legacy``); any other version reads as unstamped (logged once).
 """
 
 from __future__ import annotations
@@ -90,18 +91,41 @@ def stamp_reply(
     return ReplyStamp(stamp, tuple(signatures), tuple(unsigned))
 
 
+LEGACY_STAMP_VERSION = 1
+"""Stamps of this version are checked by ``_validity.judge_legacy``."""
+
+
 def readable_stamp(stamp: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
-    """``stamp`` when this version can check it, else ``None`` (logged once per version).
+    """``stamp`` when the current rules can check it, else ``None`` (logged once per version).
 
     Version 1 sealed earlier thinking into each block's chain, so the order rule cannot be read
-    from it; its blocks are treated as unstamped (never sent).
+    from it: see ``legacy_stamp``. Any other unknown version is treated as unstamped.
     """
     if stamp is None or stamp.get("v") == STAMP_VERSION:
         return stamp
     version = stamp.get("v")
     if version not in _warned_versions:
         _warned_versions.add(version)
-        log.warning("stamp_version_unreadable", version=version, note="treated as unstamped")
+        if version == LEGACY_STAMP_VERSION:
+            log.warning(
+                "stamp_version_legacy",
+                version=version,
+                note="sent only where everything sent before it, thinking included, is unchanged",
+            )
+        else:
+            log.warning("stamp_version_unreadable", version=version, note="treated as unstamped")
+    return None
+
+
+def legacy_stamp(stamp: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """``stamp`` when it is a version-1 stamp (``{"v": 1, "head": ..., "seals": ...}``)."""
+    if (
+        stamp is not None
+        and stamp.get("v") == LEGACY_STAMP_VERSION
+        and isinstance(stamp.get("head"), Mapping)
+        and isinstance(stamp.get("seals"), Mapping)
+    ):
+        return stamp
     return None
 
 

@@ -79,6 +79,35 @@ def producer_readable(
     return isinstance(head, Mapping) and head.get("model") == reader_digest
 
 
+def judge_legacy(
+    stamp: Mapping[str, Any],
+    index: int,
+    legacy_seal: str,
+    *,
+    reader: str,
+    digests: Mapping[str, str],
+    bound: tuple[str, ...],
+    reads: Readability,
+) -> Judgement:
+    """Judge thinking block ``index`` of a reply with a version-1 stamp.
+
+    A version-1 seal binds every block sent before the block, earlier thinking included
+    (``legacy_seal``: that seal over what is rendered before it now). When it matches, the
+    non-thinking content before the block is as it was (VENDOR_RULES 1, 5) and so is the
+    thinking block nearest before it (the order rule, VENDOR_RULES 4): the block is valid. When
+    it does not (oldest thinking shed, say) validity cannot be read from the stamp and the block
+    is left out (the conservative reading). The model check reads the model digest only: the
+    same model.
+    """
+    readable = producer_readable(stamp, reader, digests.get("model", ""), reads)
+    changed = head_changes(stamp["head"], digests, bound, readable=readable)
+    if changed:
+        return Judgement("head", changed)
+    if stamp["seals"].get(str(index)) != legacy_seal:
+        return Judgement("prefix")
+    return KEEP
+
+
 def judge(
     stamp: Mapping[str, Any] | None,
     index: int,
@@ -110,6 +139,12 @@ def judge(
         or not isinstance(preds, Mapping)
     ):
         return Judgement("unstamped")
+    # the head and the model check come first: they hold for every block of the reply, so
+    # they are the cause even where the block's own seal can no longer be found
+    readable = producer_readable(stamp, reader, digests.get("model", ""), reads)
+    changed = head_changes(head, digests, bound, readable=readable)
+    if changed:
+        return Judgement("head", changed)
     key = str(index)
     if seals.get(key) != seal_now:
         # an edit that removed an earlier thinking block of the reply shifts the indexes; the
@@ -117,10 +152,6 @@ def judge(
         key = next((k for k, v in seals.items() if v == seal_now), key)
     if key not in seals:
         return Judgement("unstamped")
-    readable = producer_readable(stamp, reader, digests.get("model", ""), reads)
-    changed = head_changes(head, digests, bound, readable=readable)
-    if changed:
-        return Judgement("head", changed)
     if seals[key] != seal_now:
         return Judgement("prefix")
     if not in_order(last_kept, preds.get(key)):

@@ -22,11 +22,12 @@ import attrs
 
 from context_manager._binding._chain import (
     CHAIN_SEED,
+    LEGACY_CHAIN_SEED,
     feed_block,
     is_wire_thinking,
     last_signature,
 )
-from context_manager._binding._stamp import stamp_reply
+from context_manager._binding._stamp import LEGACY_STAMP_VERSION, stamp_reply
 from context_manager._model._canonical import canonical_json
 from context_manager._model._content import (
     Block,
@@ -215,10 +216,52 @@ class Compiler:
 
     # cache control
     def forget(self, key: str) -> None:
-        """Drop everything held for branch ``key`` (it was deleted)."""
+        """Drop everything held for branch ``key`` (it was deleted, or its run or fork ended):
+        its render, its binding record, and the stamps only its render read. O(its window,
+        plus the other cached windows when stamps are kept for them)."""
+        memo = self._windows.get(key)
+        if memo is not None and self._stamps:
+            others = {
+                msg.id
+                for other, kept in self._windows.items()
+                if other != key
+                for msg in kept.messages
+            }
+            for msg in [*memo.messages, *self._recorded_since(memo)]:
+                if msg.id not in others:
+                    self._stamps.pop(msg.id, None)
         self.drop_render(key)
         self._records.pop(key, None)
         _resident.forget(self, key)
+
+    def _recorded_since(self, memo: _WindowMemo) -> list[StoredMessage]:
+        """Messages stored on ``memo``'s branch after its render (the reply recorded last);
+        none when the store cannot say (forgetting never fails)."""
+        m = self.manager
+        try:
+            return m.store.read(m.namespace, memo.lineage, after=memo.last())
+        except Exception as err:  # a failing store: those stamps wait for the cache's bound
+            log.info("stamps_kept", error=repr(err))
+            return []
+
+    def forget_all(self) -> None:
+        """Drop everything held for every branch (the manager's run ended)."""
+        for key in {*self._states, *self._records, *self._windows, *self._steady}:
+            self.forget(key)
+        self._stamps.clear()
+        self._heads.clear()
+        self._heads_models.clear()
+
+    def held(self) -> dict[str, int]:
+        """What is held in memory now, counted: render states, binding records, window memos,
+        steady plans and stamps (for tests and diagnostics)."""
+        return {
+            "states": len(self._states),
+            "records": len(self._records),
+            "windows": len(self._windows),
+            "steady": len(self._steady),
+            "stamps": len(self._stamps),
+        }
 
     def drop_render(self, key: str) -> None:
         """Drop branch ``key``'s cached render (the per-process bound evicted it); its next
@@ -388,7 +431,10 @@ class Compiler:
                 change = plan_change(sent, asked, inline_tools=m.binding.inline_tools)
             if change is False:  # cannot be appended: a head change as before
                 anchor = new_anchor = AnchoredHead(state.last_sequence, head_json(asked))
-                head, ctx = asked, self._context(asked, record, appends, anchor)
+                head = asked
+                ctx = attrs.evolve(
+                    self._context(asked, record, appends, anchor), head_changed=True
+                )
                 cache_key = attrs.evolve(
                     cache_key,
                     bound=tuple(head.digests[c] for c in m.binding.bound_components()),
@@ -443,6 +489,7 @@ class Compiler:
             summary = self._keep_summary(request, text, state, dry_run)
             folded = self._full_render(ctx, lineage, record, serial, summary=summary)
             folded.unreported = fold_entries(state, folded)
+            _carry_ages(state, folded)
             state = folded
         if limit is not None and fold is None and self._sheds() and state.total_tokens > limit[1]:
             state = self._shed(ctx, lineage, record, serial, state, limit[0])
@@ -460,9 +507,12 @@ class Compiler:
                 jump = jump_anchor(state.spans, target)
                 if jump is not None and jump != state.start:
                     state = self._full_render(ctx, lineage, record, serial, start=jump)
-        if appends and (fold is not None or state.start != start_before):
+        skipped = anchor is not None and state.start > anchor.at_sequence + 1
+        if appends and (fold is not None or state.start != start_before or skipped):
             # the whole tail is re-rendered anyway: the current head becomes the anchored one,
-            # and the changes appended so far become part of it (SPEC 7b)
+            # and the changes appended so far become part of it (SPEC 7b); so too when a
+            # window starts past the anchor (changes appended before its start are not
+            # rendered, so the request could not say them)
             fresh = AnchoredHead(state.last_sequence, head_json(asked))
             if (
                 anchor is None
@@ -479,14 +529,12 @@ class Compiler:
                     if state.summary_id and state.summary_id != "summary_preview"
                     else None
                 )
-                pending = list(state.unreported)
+                before = state
                 state = self._full_render(
                     again, lineage, record, serial, start=state.start, summary=opener
                 )
-                state.unreported = pending + state.unreported
-                for spot, entry in list(state.left_out.items()):
-                    if entry.reason == "head" and "model" not in entry.changed:
-                        state.left_out[spot] = attrs.evolve(entry, reason="prefix", changed=())
+                state.unreported = before.unreported + state.unreported
+                _carry_ages(before, state)
                 head, anchor, new_anchor, ctx = asked, fresh, fresh, again
                 cache_key = attrs.evolve(
                     cache_key,
@@ -514,14 +562,25 @@ class Compiler:
         entries = [
             e for e in _report_entries(state, record) if (e.message_id, e.block) not in put_back
         ]
-        strip = _strip(entries, record.first_compiled, key, compile_id)
+        strip = _strip(
+            [e for e in entries if not _already_out(e, record)],
+            record.first_compiled,
+            key,
+            compile_id,
+        )
         restored = _restored(state, record)
         if not dry_run:
             left_out = frozenset(state.left_out) - put_back
             held = [e for e in state.unreported if (e.message_id, e.block) in put_back]
             self._commit(key, record, state, entries, left_out, limit is not None, new_anchor)
             state.unreported = held  # sent as recorded now; reported once the round closes
-            self._states[key] = (cache_key, state)
+            if put_back:
+                # the request differs from the render (the in-flight reply as recorded): the
+                # next compile judges afresh, so what is reported once the round closes reads
+                # the head of that compile, not this one's
+                self._states.pop(key, None)
+            else:
+                self._states[key] = (cache_key, state)
         result = CompileResult(
             request=body,
             provenance=tuple(provenance) + _tail_provenance(body, state),
@@ -632,6 +691,7 @@ class Compiler:
             for e in again.unreported
         ]
         again.unreported = [*pending, *marked]
+        _carry_ages(state, again)
         log.info(
             "thinking_shed",
             namespace=self.manager.namespace,
@@ -769,6 +829,10 @@ class Compiler:
         self._prefetch(messages, record, key)
         ctx = attrs.evolve(ctx, pieces=memo.pieces)
         state = RenderState(chain=CHAIN_SEED, start=start, change_serial=serial)
+        if any(
+            self._stamps.get(msg.id, {}).get("v") == LEGACY_STAMP_VERSION for msg in messages
+        ):
+            state.legacy_chain = LEGACY_CHAIN_SEED
         if summary is not None:
             state.summary_id = summary.id
             render_text_prefix(state, ctx, summary, "summary")
@@ -1044,6 +1108,25 @@ def _report_entries(state: RenderState, record: BindingRecord) -> list[StripEntr
         entries.append(entry)
     age = state.sequences
     return sorted(entries, key=lambda e: (age.get(e.message_id, -1), e.block))
+
+
+def _already_out(entry: StripEntry, record: BindingRecord) -> bool:
+    """A block released now that the last committing compile had already left out: its loss
+    was reported then, so the strip does not name it again (its release is recorded)."""
+    return entry.kind in ("released", "release") and (
+        entry.message_id,
+        entry.block,
+    ) in record.left_out
+
+
+def _carry_ages(before: RenderState, after: RenderState) -> None:
+    """Give ``after`` the age of every reply its unreported entries carry over from
+    ``before`` (a re-render that no longer meets them: a fold covered them), so the strip
+    stays oldest first."""
+    for entry in after.unreported:
+        sequence = before.sequences.get(entry.message_id)
+        if sequence is not None:
+            after.sequences.setdefault(entry.message_id, sequence)
 
 
 def _restored(state: RenderState, record: BindingRecord) -> tuple[MessageId, ...]:

@@ -24,8 +24,13 @@ from context_manager._binding._chain import (
     is_wire_thinking,
     seal_bytes,
 )
-from context_manager._binding._stamp import readable_stamp
-from context_manager._binding._validity import head_changes, judge, producer_readable
+from context_manager._binding._stamp import legacy_stamp, readable_stamp
+from context_manager._binding._validity import (
+    head_changes,
+    judge,
+    judge_legacy,
+    producer_readable,
+)
 from context_manager._model._canonical import signature_digest
 from context_manager._model._content import (
     THINKING_TYPES,
@@ -139,6 +144,9 @@ class RenderContext:
     """Changes are appended (SPEC 7b): ``head-change`` messages after ``anchor_sequence`` render."""
     anchor_sequence: int = -1
     """``head-change`` messages at or before it are part of the anchored head (not rendered)."""
+    head_changed: bool = False
+    """This compile rewrites the head (a change that cannot be appended): a system or tools
+    difference is then a head cause even while changes are appended."""
 
 
 @attrs.define
@@ -150,6 +158,9 @@ class RenderState:
     message_tokens: list[int] = attrs.field(factory=list)
     total_tokens: int = 0
     chain: bytes = b""
+    legacy_chain: bytes | None = None
+    """The chain over every block sent so far, thinking included, kept only while the render
+    holds replies with version-1 stamps (``judge_legacy``)."""
     open_tool_uses: dict[str, str] = attrs.field(factory=dict)
     last_sequence: int = 0
     spans: list[Span] = attrs.field(factory=list)
@@ -282,6 +293,8 @@ def _place_system(state: RenderState, ctx: RenderContext) -> None:
     message, sources = found
     for wire in message["content"]:
         state.chain = feed_block(state.chain, "system", wire)
+        if state.legacy_chain is not None:
+            state.legacy_chain = feed_block(state.legacy_chain, "system", wire)
     state.betas |= system_betas(message)
     state.messages.append(message)
     state.provenance.append(ProvenanceEntry(kind="notice", sources=sources))
@@ -306,6 +319,7 @@ def judge_thinking(
     chain: bytes,
     last_kept: str | None,
     canonical: bytes | None = None,
+    legacy_chain: bytes | None = None,
 ) -> tuple[StripReason | Literal["keep", "hidden"], tuple[str, ...]]:
     """Whether a thinking block is sent, and if not why (``_binding._validity.judge``).
 
@@ -323,13 +337,28 @@ def judge_thinking(
         if ctx.binds and isinstance(head, Mapping):
             readable = producer_readable(stamp or {}, ctx.model, ctx.digests["model"], ctx.reads)
             changed = head_changes(head, ctx.digests, ctx.bound, readable=readable)
-            if changed:
+            verdict, changed = (
+                appended_cause(ctx, "head", changed, stamp) if changed else ("", ())
+            )
+            if verdict == "head":
                 return "head", changed
         return "released", ()
     if not signature_of(block):
         return "hidden", ()
     if not ctx.binds:
         return "keep", ()
+    old = legacy_stamp(ctx.stamps.get(message.id)) if stamp is None else None
+    if old is not None and legacy_chain is not None:
+        legacy = judge_legacy(
+            old,
+            index,
+            seal_bytes(legacy_chain, block_bytes(wire) if canonical is None else canonical),
+            reader=ctx.model,
+            digests=ctx.digests,
+            bound=ctx.bound,
+            reads=ctx.reads,
+        )
+        return appended_cause(ctx, legacy.verdict, legacy.changed, old)
     judgement = judge(
         stamp,
         index,
@@ -340,7 +369,29 @@ def judge_thinking(
         reads=ctx.reads,
         last_kept=last_kept,
     )
-    return judgement.verdict, judgement.changed
+    return appended_cause(ctx, judgement.verdict, judgement.changed, stamp)
+
+
+def appended_cause(
+    ctx: RenderContext,
+    verdict: StripReason | Literal["keep"],
+    changed: tuple[str, ...],
+    stamp: Mapping[str, Any] | None,
+) -> tuple[StripReason | Literal["keep"], tuple[str, ...]]:
+    """While changes are appended (SPEC 7b) a system or tools difference is no head cause: the
+    request's head is the anchored one, so a block bound to an earlier anchor lost its prefix
+    to the re-render that re-anchored (a fold, a window jump), a message change. Only the model
+    check failing (for ``stamp``'s producer), bound settings, or a head this compile rewrites
+    keep the cause ``head``."""
+    if not ctx.appends or ctx.head_changed or verdict != "head":
+        return verdict, changed
+    kept = tuple(c for c in changed if c not in ("system", "tools"))
+    unreadable = stamp is not None and not producer_readable(
+        stamp, ctx.model, ctx.digests.get("model", ""), ctx.reads
+    )
+    if not unreadable and not any(c != "model" and c in ctx.bound for c in kept):
+        return "prefix", ()
+    return "head", kept
 
 
 def _synthetic_results(open_ids: Mapping[str, str]) -> list[dict[str, Any]]:
@@ -370,6 +421,8 @@ def _push(
     for wire in blocks:
         if not is_wire_thinking(wire):
             state.chain = feed_block(state.chain, role, wire)
+        if state.legacy_chain is not None:
+            state.legacy_chain = feed_block(state.legacy_chain, role, wire)
     _attach(state, ctx, role, blocks, kind, source, merging)
 
 
@@ -489,9 +542,13 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
     chars = 0
     role_bytes = role.encode()
 
+    legacy = state.legacy_chain  # kept only while the render holds version-1 stamps
+
     def keep(wire: dict[str, Any], stored_index: int | None) -> None:
         """Keep a block that has no ``Piece`` (synthetic, or the sidecar's thinking)."""
-        nonlocal chain, chars
+        nonlocal chain, chars, legacy
+        if legacy is not None:  # every block sent, thinking included (version-1 stamps)
+            legacy = feed_block(legacy, role, wire)
         if not is_wire_thinking(wire):
             chain = feed_block(chain, role, wire)
         if stored_index is not None:
@@ -535,7 +592,7 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
             wire, canonical, size = got
             block = resolved
             verdict, changed = judge_thinking(
-                ctx, message, index, block, wire, chain, last_kept, canonical
+                ctx, message, index, block, wire, chain, last_kept, canonical, legacy
             )
             if verdict == "keep":
                 last_kept = signature_digest(signature_of(block))
@@ -544,6 +601,8 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
                 mapping[offset + len(kept)] = index
                 chars += size
                 kept.append(wire)
+                if legacy is not None:
+                    legacy = feed_bytes(legacy, role, canonical, role_bytes)
             elif release is not None and index >= release.from_block:
                 if verdict != "hidden":
                     entry = StripEntry(message.id, index, verdict, changed, kind="released")
@@ -571,6 +630,8 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
         wire, canonical, size = got
         if wire.get("type") not in WIRE_THINKING:  # an unknown block may still say thinking
             chain = feed_bytes(chain, role, canonical, role_bytes)
+        if legacy is not None:
+            legacy = feed_bytes(legacy, role, canonical, role_bytes)
         mapping[offset + len(kept)] = index
         chars += size
         kept.append(wire)
@@ -587,6 +648,7 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
         tokens = ctx.estimator({"role": role, "content": kept})
     if kept:
         state.chain = chain
+        state.legacy_chain = legacy
         state.last_kept = last_kept
         kind: ProvenanceKind = "notice" if notice else "message"
         source = Source(message.id, mapping, signatures)

@@ -28,7 +28,15 @@ from context_manager._model._messages import (
 )
 
 from ._hold import HOLD_TIMEOUT_SECONDS, Hold, LocalHolds, holder_identity
-from ._protocol import AnchoredHead, BindingRecordData, BranchRecord, BranchRef, Lineage, Release
+from ._protocol import (
+    AnchoredHead,
+    BindingRecordData,
+    BranchRecord,
+    BranchRef,
+    Lineage,
+    Release,
+    left_out_since,
+)
 from ._read import check_limit, select_window
 
 
@@ -45,8 +53,26 @@ class _Namespace:
     anchors: dict[str, int] = attrs.field(factory=dict)
     heads: dict[str, list[AnchoredHead]] = attrs.field(factory=dict)  # by at_sequence
     releases: dict[str, dict[MessageId, Release]] = attrs.field(factory=dict)
-    left_out: dict[str, frozenset[tuple[MessageId, int]]] = attrs.field(factory=dict)
+    release_history: dict[str, dict[MessageId, dict[int, int | None]]] = attrs.field(
+        factory=dict
+    )
+    """Per branch and reply, every block a release started at and the sequence it was first
+    recorded at: a branch made earlier inherits the lowest one as of its fork point."""
+    left_out: dict[str, dict[tuple[MessageId, int], int | None]] = attrs.field(factory=dict)
+    """Per branch, each left-out block and the sequence it was first left out at."""
     revisions: list[tuple[MessageId, tuple[Block, ...]]] = attrs.field(factory=list)
+
+
+def _as_of(sequence: int | None, fork_sequence: int | None) -> bool:
+    """Recorded at or before the fork point (``None`` on either side: inherited)."""
+    return fork_sequence is None or sequence is None or sequence <= fork_sequence
+
+
+def _note_history(
+    space: _Namespace, branch: str, message_id: MessageId, block: int, at: int | None
+) -> None:
+    found = space.release_history.setdefault(branch, {}).setdefault(message_id, {})
+    found.setdefault(int(block), at)
 
 
 class MemoryStore:
@@ -100,15 +126,28 @@ class MemoryStore:
             space.branches[record.key] = record
             space.by_branch[record.key] = SortedDict()
             if parent is not None:
-                inherited = space.releases.get(parent, {})
-                space.releases[record.key] = {
-                    mid: release
-                    for mid, release in inherited.items()
-                    if fork_sequence is None
-                    or release.at_sequence is None
-                    or release.at_sequence <= fork_sequence
+                history = space.release_history.get(parent, {})
+                space.release_history[record.key] = {
+                    mid: {b: q for b, q in found.items() if _as_of(q, fork_sequence)}
+                    for mid, found in history.items()
                 }
-                space.left_out[record.key] = space.left_out.get(parent, frozenset())
+                inherited: dict[MessageId, Release] = {}
+                for mid, release in space.releases.get(parent, {}).items():
+                    if _as_of(release.at_sequence, fork_sequence):
+                        inherited[mid] = release
+                        continue
+                    earlier = [
+                        (b, q) for b, q in history.get(mid, {}).items() if _as_of(q, fork_sequence)
+                    ]
+                    if earlier:  # lowered after the fork point: the release as of then
+                        block, when = min(earlier)
+                        inherited[mid] = Release(mid, block, True, at_sequence=when)
+                space.releases[record.key] = inherited
+                space.left_out[record.key] = {
+                    spot: since
+                    for spot, since in space.left_out.get(parent, {}).items()
+                    if fork_sequence is None or since is None or since <= fork_sequence
+                }
                 space.heads[record.key] = [
                     h
                     for h in space.heads.get(parent, [])
@@ -279,7 +318,7 @@ class MemoryStore:
                 first_compiled=branch in space.first_compiled,
                 releases=dict(space.releases.get(branch, {})) if releases else {},
                 anchor=space.anchors.get(branch),
-                left_out=space.left_out.get(branch, frozenset()),
+                left_out=frozenset(space.left_out.get(branch, {})),
                 anchored_head=space.heads[branch][-1] if space.heads.get(branch) else None,
             )
 
@@ -311,13 +350,18 @@ class MemoryStore:
                 heads.append(anchored_head)
                 heads.sort(key=lambda h: h.at_sequence)
             if left_out is not None:
-                space.left_out[branch] = frozenset((mid, int(b)) for mid, b in left_out)
+                before = space.left_out.get(branch, {})
+                space.left_out[branch] = {
+                    (mid, int(b)): left_out_since(before, mid, b, at_sequence)
+                    for mid, b in left_out
+                }
             if first_compiled:
                 space.first_compiled.add(branch)
             if anchor is not None:
                 space.anchors[branch] = anchor
             table = space.releases.setdefault(branch, {})
             for mid, from_block in releases:
+                _note_history(space, branch, mid, from_block, at_sequence)
                 prior = table.get(mid)
                 low = from_block if prior is None else min(prior.from_block, from_block)
                 when = at_sequence if prior is None or low < prior.from_block else prior.at_sequence
@@ -336,6 +380,7 @@ class MemoryStore:
         at_sequence: int | None = None,
     ) -> None:
         with self._lock:
+            _note_history(self._space(namespace), branch, message_id, from_block, at_sequence)
             table = self._space(namespace).releases.setdefault(branch, {})
             prior = table.get(message_id)
             if prior is not None and prior.from_block <= from_block:

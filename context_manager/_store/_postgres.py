@@ -50,6 +50,7 @@ from context_manager._store._protocol import (
     BranchRef,
     Lineage,
     Release,
+    left_out_since,
 )
 from context_manager._store._read import check_limit, select_window
 from context_manager._store._sqlite import _RELEASE_COLUMNS, _is_stamp, _release
@@ -330,6 +331,7 @@ class PostgresStore:
                 "releases",
                 "left_out",
                 "anchored_heads",
+                "release_history",
             ):
                 conn.execute(f"DELETE FROM {table} WHERE ns = %s".encode(), (namespace,))
 
@@ -366,10 +368,30 @@ class PostgresStore:
                     "AND (%s::bigint IS NULL OR at_seq IS NULL OR at_seq <= %s::bigint)",
                     (record.key, namespace, parent, fork_sequence, fork_sequence),
                 )
+                conn.execute(  # lowered after the fork point: the release as of then
+                    "INSERT INTO releases "
+                    "(ns, branch, message_id, from_block, reported, reported_from, at_seq) "
+                    "SELECT DISTINCT ON (h.message_id) h.ns, %s, h.message_id, h.from_block, "
+                    "true, NULL, h.at_seq FROM release_history h JOIN releases r "
+                    "ON r.ns = h.ns AND r.branch = h.branch AND r.message_id = h.message_id "
+                    "WHERE h.ns = %s AND h.branch = %s AND %s::bigint IS NOT NULL "
+                    "AND r.at_seq > %s::bigint AND (h.at_seq IS NULL OR h.at_seq <= %s::bigint) "
+                    "ORDER BY h.message_id, h.from_block",
+                    (record.key, namespace, parent, fork_sequence, fork_sequence, fork_sequence),
+                )
                 conn.execute(
-                    "INSERT INTO left_out (ns, branch, message_id, block) "
-                    "SELECT ns, %s, message_id, block FROM left_out WHERE ns = %s AND branch = %s",
-                    (record.key, namespace, parent),
+                    "INSERT INTO release_history (ns, branch, message_id, from_block, at_seq) "
+                    "SELECT ns, %s, message_id, from_block, at_seq FROM release_history "
+                    "WHERE ns = %s AND branch = %s AND (%s::bigint IS NULL OR at_seq IS NULL "
+                    "OR at_seq <= %s::bigint)",
+                    (record.key, namespace, parent, fork_sequence, fork_sequence),
+                )
+                conn.execute(
+                    "INSERT INTO left_out (ns, branch, message_id, block, at_seq) "
+                    "SELECT ns, %s, message_id, block, at_seq FROM left_out WHERE ns = %s "
+                    "AND branch = %s AND (%s::bigint IS NULL OR at_seq IS NULL "
+                    "OR at_seq <= %s::bigint)",
+                    (record.key, namespace, parent, fork_sequence, fork_sequence),
                 )
                 conn.execute(
                     "INSERT INTO anchored_heads (ns, branch, at_seq, head) "
@@ -685,13 +707,27 @@ class PostgresStore:
                 )
             if left_out is not None:
                 cursor.execute(
+                    "SELECT message_id, block, at_seq FROM left_out WHERE ns = %s AND branch = %s",
+                    (namespace, branch),
+                )
+                since = {(row[0], int(row[1])): row[2] for row in cursor.fetchall()}
+                cursor.execute(
                     "DELETE FROM left_out WHERE ns = %s AND branch = %s", (namespace, branch)
                 )
                 if left_out:
                     cursor.executemany(
-                        "INSERT INTO left_out (ns, branch, message_id, block) "
-                        "VALUES (%s, %s, %s, %s)",
-                        [(namespace, branch, mid, int(block)) for mid, block in left_out],
+                        "INSERT INTO left_out (ns, branch, message_id, block, at_seq) "
+                        "VALUES (%s, %s, %s, %s, %s)",
+                        [
+                            (
+                                namespace,
+                                branch,
+                                mid,
+                                int(block),
+                                left_out_since(since, mid, block, at_sequence),
+                            )
+                            for mid, block in left_out
+                        ],
                     )
             if first_compiled or anchor is not None:
                 cursor.execute(
@@ -709,6 +745,11 @@ class PostgresStore:
                     "THEN excluded.at_seq ELSE releases.at_seq END, "
                     "from_block = least(releases.from_block, excluded.from_block), "
                     "reported = true",
+                    [(namespace, branch, mid, block, at_sequence) for mid, block in releases],
+                )
+                cursor.executemany(
+                    "INSERT INTO release_history (ns, branch, message_id, from_block, at_seq) "
+                "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
                     [(namespace, branch, mid, block, at_sequence) for mid, block in releases],
                 )
             if reported:
@@ -736,6 +777,11 @@ class PostgresStore:
                 "ELSE releases.reported_from END, "
                 "from_block = excluded.from_block, reported = false "
                 "WHERE excluded.from_block < releases.from_block",
+                (namespace, branch, message_id, from_block, at_sequence),
+            )
+            conn.execute(
+                "INSERT INTO release_history (ns, branch, message_id, from_block, at_seq) "
+                "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
                 (namespace, branch, message_id, from_block, at_sequence),
             )
 

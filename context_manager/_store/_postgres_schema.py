@@ -75,6 +75,18 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TABLE anchored_heads (ns text NOT NULL, branch text NOT NULL, at_seq bigint NOT NULL,
         head text NOT NULL, PRIMARY KEY (ns, branch, at_seq));
     """,
+    # 4: the sequence each block was first left out at (SPEC 5), as SQLite's version 7.
+    """
+    ALTER TABLE left_out ADD COLUMN at_seq bigint;
+    """,
+    # 5: every block a release started at, with its sequence (SPEC 5), as SQLite's version 8.
+    """
+    CREATE TABLE release_history (ns text NOT NULL, branch text NOT NULL,
+        message_id text NOT NULL, from_block integer NOT NULL, at_seq bigint,
+        PRIMARY KEY (ns, branch, message_id, from_block));
+    INSERT INTO release_history (ns, branch, message_id, from_block, at_seq)
+        SELECT ns, branch, message_id, from_block, at_seq FROM releases;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -113,6 +113,22 @@ class BindingRecordData:
     """The newest anchored head (SPEC 7b); a fork inherits the parent's as of the fork point."""
 
 
+def left_out_since(
+    since: dict[tuple[MessageId, int], Any], message_id: MessageId, block: int, now: int | None
+) -> int | None:
+    """The sequence a left-out block is recorded at: when it was first left out (kept from
+    ``since``, the branch's rows before this commit, ``None`` there for rows older than the
+    column), else ``now``.
+
+    >>> left_out_since({("m", 0): 4}, "m", 0, 9), left_out_since({}, "m", 0, 9)
+    (4, 9)
+    """
+    spot = (message_id, int(block))
+    if spot in since:
+        return None if since[spot] is None else int(since[spot])
+    return now
+
+
 @runtime_checkable
 class Store(Protocol):
     """What the context manager needs from storage. See the module docstring for invariants."""

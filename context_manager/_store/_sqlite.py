@@ -39,7 +39,15 @@ from ._hold import (
     file_holds_work,
     holder_identity,
 )
-from ._protocol import AnchoredHead, BindingRecordData, BranchRecord, BranchRef, Lineage, Release
+from ._protocol import (
+    AnchoredHead,
+    BindingRecordData,
+    BranchRecord,
+    BranchRef,
+    Lineage,
+    Release,
+    left_out_since,
+)
 from ._read import check_limit, select_window
 from ._sqlite_file import connect, open_versioned, transaction
 
@@ -99,6 +107,20 @@ MIGRATIONS: tuple[str, ...] = (
     """
     CREATE TABLE anchored_heads (ns TEXT NOT NULL, branch TEXT NOT NULL, at_seq INTEGER NOT NULL,
         head TEXT NOT NULL, PRIMARY KEY (ns, branch, at_seq));
+    """,
+    # 7: the sequence each block was first left out at, so a branch made at an earlier point
+    # inherits the left-out set as of its fork point only (SPEC 5); NULL: before this version.
+    """
+    ALTER TABLE left_out ADD COLUMN at_seq INTEGER;
+    """,
+    # 8: every block a release started at, with its sequence, so a branch made between two
+    # releases of one reply inherits the earlier one (SPEC 5).
+    """
+    CREATE TABLE release_history (ns TEXT NOT NULL, branch TEXT NOT NULL,
+        message_id TEXT NOT NULL, from_block INTEGER NOT NULL, at_seq INTEGER,
+        PRIMARY KEY (ns, branch, message_id, from_block));
+    INSERT INTO release_history (ns, branch, message_id, from_block, at_seq)
+        SELECT ns, branch, message_id, from_block, at_seq FROM releases;
     """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -191,6 +213,7 @@ class SQLiteStore:
                 "releases",
                 "left_out",
                 "anchored_heads",
+                "release_history",
             ):
                 db.execute(f"DELETE FROM {table} WHERE ns = ?", (namespace,))
         if self.path != ":memory:":
@@ -229,10 +252,27 @@ class SQLiteStore:
                     "AND (? IS NULL OR at_seq IS NULL OR at_seq <= ?)",
                     (record.key, namespace, parent, fork_sequence, fork_sequence),
                 )
+                db.execute(  # lowered after the fork point: the release as of then
+                    "INSERT INTO releases "
+                    "(ns, branch, message_id, from_block, reported, reported_from, at_seq) "
+                    "SELECT h.ns, ?, h.message_id, min(h.from_block), 1, NULL, h.at_seq "
+                    "FROM release_history h JOIN releases r ON r.ns = h.ns "
+                    "AND r.branch = h.branch AND r.message_id = h.message_id "
+                    "WHERE h.ns = ? AND h.branch = ? AND ? IS NOT NULL AND r.at_seq > ? "
+                    "AND (h.at_seq IS NULL OR h.at_seq <= ?) GROUP BY h.message_id",
+                    (record.key, namespace, parent, fork_sequence, fork_sequence, fork_sequence),
+                )
                 db.execute(
-                    "INSERT INTO left_out (ns, branch, message_id, block) "
-                    "SELECT ns, ?, message_id, block FROM left_out WHERE ns = ? AND branch = ?",
-                    (record.key, namespace, parent),
+                    "INSERT INTO release_history (ns, branch, message_id, from_block, at_seq) "
+                    "SELECT ns, ?, message_id, from_block, at_seq FROM release_history "
+                    "WHERE ns = ? AND branch = ? AND (? IS NULL OR at_seq IS NULL OR at_seq <= ?)",
+                    (record.key, namespace, parent, fork_sequence, fork_sequence),
+                )
+                db.execute(
+                    "INSERT INTO left_out (ns, branch, message_id, block, at_seq) "
+                    "SELECT ns, ?, message_id, block, at_seq FROM left_out "
+                    "WHERE ns = ? AND branch = ? AND (? IS NULL OR at_seq IS NULL OR at_seq <= ?)",
+                    (record.key, namespace, parent, fork_sequence, fork_sequence),
                 )
                 db.execute(
                     "INSERT INTO anchored_heads (ns, branch, at_seq, head) "
@@ -533,10 +573,22 @@ class SQLiteStore:
                     (namespace, branch, anchored_head.at_sequence, anchored_head.to_json()),
                 )
             if left_out is not None:
+                since = {
+                    (row[0], int(row[1])): row[2]
+                    for row in db.execute(
+                        "SELECT message_id, block, at_seq FROM left_out "
+                        "WHERE ns = ? AND branch = ?",
+                        (namespace, branch),
+                    )
+                }
                 db.execute("DELETE FROM left_out WHERE ns = ? AND branch = ?", (namespace, branch))
                 db.executemany(
-                    "INSERT INTO left_out (ns, branch, message_id, block) VALUES (?, ?, ?, ?)",
-                    [(namespace, branch, mid, int(block)) for mid, block in left_out],
+                    "INSERT INTO left_out (ns, branch, message_id, block, at_seq) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    [
+                        (namespace, branch, mid, int(b), left_out_since(since, mid, b, at_sequence))
+                        for mid, b in left_out
+                    ],
                 )
             if first_compiled or anchor is not None:
                 db.execute(
@@ -552,6 +604,11 @@ class SQLiteStore:
                 "at_seq = CASE WHEN excluded.from_block < from_block THEN excluded.at_seq "
                 "ELSE at_seq END, "
                 "from_block = min(from_block, excluded.from_block), reported = 1",
+                [(namespace, branch, mid, block, at_sequence) for mid, block in releases],
+            )
+            db.executemany(
+                "INSERT INTO release_history (ns, branch, message_id, from_block, at_seq) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                 [(namespace, branch, mid, block, at_sequence) for mid, block in releases],
             )
             db.executemany(
@@ -577,6 +634,11 @@ class SQLiteStore:
                 "ELSE releases.reported_from END, "
                 "from_block = excluded.from_block, reported = 0 "
                 "WHERE excluded.from_block < releases.from_block",
+                (namespace, branch, message_id, from_block, at_sequence),
+            )
+            db.execute(
+                "INSERT INTO release_history (ns, branch, message_id, from_block, at_seq) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                 (namespace, branch, message_id, from_block, at_sequence),
             )
 

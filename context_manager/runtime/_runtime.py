@@ -140,6 +140,7 @@ class Runtime:
             raise AgentNotFound(name, self._agents)
         agent.removed = True
         self.teller.forget(name)
+        agent.context.forget_cache()  # its renders, records and stamps go with it
         return agent
 
     def agents(self) -> list[Agent]:
@@ -158,4 +159,5 @@ class Runtime:
         finally:
             agent.removed = True
             teller.forget(agent.name)
+            agent.context.forget_cache()  # nothing of the run stays held in memory
             self.store.drop_namespace(namespace)
