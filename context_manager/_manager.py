@@ -24,11 +24,15 @@ from ._model._head import Head, ThinkingBinding
 from ._model._messages import MessageId, MessageMeta, Role, StoredMessage, check_role, coerce_meta
 from ._model._results import CompileResult, ThinkingStrip
 from ._reasoning._capture import ReasoningCapture, resolve_without_sidecar
-from ._store._hold import Hold
+from ._store._hold import HOLD_TIMEOUT_SECONDS, Hold, LocalHolds, holder_identity
 from ._store._lineage import lineage_of
 from ._store._protocol import BranchRecord, BranchRef, Lineage, Store
 
 log = library_logger("context_manager")
+
+_STORES_WITHOUT_HOLD: dict[int, tuple[object, LocalHolds]] = {}
+"""Process-local holds for stores that have no ``hold`` (each kept with its store, so its id is
+never reused while the entry lives); logged once per store."""
 
 MAIN_BRANCH = "main"
 """The branch a new namespace starts on."""
@@ -143,7 +147,20 @@ class ContextManager:
         Raises:
             AgentBusy: another holder kept the agent past ``timeout``; it is named.
         """
-        return self.store.hold(self.namespace, timeout=timeout, holder=holder)
+        hold = getattr(self.store, "hold", None)
+        if callable(hold):
+            held: Hold = hold(self.namespace, timeout=timeout, holder=holder)
+            return held
+        # A store written against the protocol before holds: held in this process only.
+        if id(self.store) not in _STORES_WITHOUT_HOLD:
+            log.warning(
+                "store_without_hold",
+                store=type(self.store).__name__,
+                effect="turns are held in this process only, not across processes or hosts",
+            )
+        holds = _STORES_WITHOUT_HOLD.setdefault(id(self.store), (self.store, LocalHolds()))[1]
+        wait = HOLD_TIMEOUT_SECONDS if timeout is None else timeout
+        return holds.hold(self.store, self.namespace, wait, holder_identity(holder))
 
     def current_branch(self) -> BranchRef:
         """The branch compiles and writes go to."""

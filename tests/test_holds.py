@@ -29,6 +29,7 @@ from structlog.testing import capture_logs
 from context_manager import (
     AgentBusy,
     ContextManager,
+    MemoryStore,
     PostgresStore,
     SQLiteStore,
     Store,
@@ -406,3 +407,47 @@ def test_an_ephemeral_run_on_sqlite_leaves_no_hold_file_behind(sqlite_path: Path
         assert list(holds.iterdir()) == []
     finally:
         store.close()
+
+
+class _StoreBeforeHolds:
+    """A host's own store written against the protocol before holds: no ``hold`` method."""
+
+    def __init__(self) -> None:
+        self._inner = MemoryStore()
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "hold":
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+
+def test_a_store_without_hold_is_held_in_this_process_and_says_so_once() -> None:
+    """A store that predates ``Store.hold`` still runs turns: the agent is held in this process
+    (another holder waits, then gets ``AgentBusy`` naming the first), and one log event per store
+    says the hold does not reach other processes."""
+    store = _StoreBeforeHolds()
+    cm = ContextManager.open(store, namespace="ada")  # type: ignore[arg-type]
+    other = ContextManager.open(store, namespace="ada")  # type: ignore[arg-type]
+    refused: list[AgentBusy] = []
+
+    def attempt() -> None:  # another thread: a hold re-enters in its own
+        try:
+            with other.hold(timeout=0.1):
+                pass
+        except AgentBusy as busy:
+            refused.append(busy)
+
+    with capture_logs() as logs:
+        with cm.hold(timeout=0.1, holder="first"):
+            cm.add_message("user", "written while held")
+            waiter = threading.Thread(target=attempt)
+            waiter.start()
+            waiter.join(timeout=10)
+        with other.hold(timeout=0.1):
+            pass
+    assert len(refused) == 1
+    assert f"first@{HOST}" in str(refused[0])
+    assert [texts(m) for m in cm.messages()] == ["written while held"]
+    assert [e["event"] for e in logs if e["event"] == "store_without_hold"] == [
+        "store_without_hold"
+    ]
