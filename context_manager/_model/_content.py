@@ -136,19 +136,28 @@ converter = cattrs.Converter()
 def _unstructure_block(block: Block) -> dict[str, Any]:
     if isinstance(block, UnknownBlock):
         return _without_none_fields(block.raw)
-    wire: dict[str, Any] = {"type": _WIRE_TYPE[type(block)]}
-    for name in _NAMED_FIELDS[type(block)]:
-        value = getattr(block, name)
-        if value is None:
-            continue
-        if name == "content" and isinstance(value, tuple):
-            value = [_unstructure_block(inner) for inner in value]
-        wire[name] = value
-    wire.update(_without_none_fields(block.extra))
+    cls = type(block)
+    if cls is TextBlock and block.text is not None:  # type: ignore[union-attr]
+        wire: dict[str, Any] = {"type": "text", "text": block.text}  # type: ignore[union-attr]
+    else:
+        wire = {"type": _WIRE_TYPE[cls]}
+        for name in _NAMED_FIELDS[cls]:
+            value = getattr(block, name)
+            if value is None:
+                continue
+            if name == "content" and isinstance(value, tuple):
+                value = [_unstructure_block(inner) for inner in value]
+            wire[name] = value
+    if block.extra:
+        wire.update(_without_none_fields(block.extra))
     return wire
 
 
 def _structure_block(wire: Any, _: Any = None) -> Block:
+    if type(wire) is dict and len(wire) == 2 and wire.get("type") == "text":
+        text = wire.get("text")
+        if type(text) is str:  # the commonest block, as stored: nothing else to look at
+            return TextBlock(text)
     if not isinstance(wire, Mapping):
         raise TypeError(f"content block must be a dict with a 'type', got {wire!r}")
     if None in wire.values():
