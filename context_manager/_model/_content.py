@@ -158,7 +158,7 @@ def _structure_block(wire: Any, _: Any = None) -> Block:
         text = wire.get("text")
         if type(text) is str:  # the commonest block, as stored: nothing else to look at
             return TextBlock(text)
-    if not isinstance(wire, Mapping):
+    if type(wire) is not dict and not isinstance(wire, Mapping):  # dict: no ABC check
         raise TypeError(f"content block must be a dict with a 'type', got {wire!r}")
     if None in wire.values():
         wire = _without_none_fields(wire)
