@@ -154,10 +154,16 @@ def _unstructure_block(block: Block) -> dict[str, Any]:
 
 
 def _structure_block(wire: Any, _: Any = None) -> Block:
-    if type(wire) is dict and len(wire) == 2 and wire.get("type") == "text":
-        text = wire.get("text")
-        if type(text) is str:  # the commonest block, as stored: nothing else to look at
-            return TextBlock(text)
+    if type(wire) is dict:  # the commonest blocks, as stored: nothing else to look at
+        kind = wire.get("type")
+        if kind == "text" and len(wire) == 2:
+            text = wire.get("text")
+            if type(text) is str:
+                return TextBlock(text)
+        elif kind == "thinking" and len(wire) == 3:
+            thinking, signature = wire.get("thinking"), wire.get("signature")
+            if type(thinking) is str and type(signature) is str:
+                return ThinkingBlock(thinking, signature)
     if type(wire) is not dict and not isinstance(wire, Mapping):  # dict: no ABC check
         raise TypeError(f"content block must be a dict with a 'type', got {wire!r}")
     if None in wire.values():
@@ -274,7 +280,7 @@ def blocks_to_wire(blocks: Iterable[Block]) -> list[dict[str, Any]]:
 
 def blocks_from_wire(wire: Iterable[Mapping[str, Any]]) -> tuple[Block, ...]:
     """Blocks for wire dicts, in order."""
-    return tuple(_structure_block(w) for w in wire)
+    return tuple([_structure_block(w) for w in wire])
 
 
 def _without_none_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
