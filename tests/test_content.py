@@ -31,8 +31,10 @@ from context_manager import (
     blocks_from_wire,
     blocks_to_wire,
     converter,
+    estimate_tokens,
 )
 from context_manager._binding._chain import block_bytes
+from context_manager._compile._strategies import estimate_from_chars, wire_chars
 from context_manager._model._content import to_block, to_blocks
 
 SIGNATURE = "EqQBCkYIBxgCKkD3mZ9a1nY2Vb0x8wQyU6oI0cPpW2kq4Hc5RZqj6Z5x1yT3u7Q2aBcD"
@@ -593,3 +595,15 @@ def test_the_bytes_a_block_binds_are_its_canonical_json_whatever_it_holds(
         assert block_bytes(block) == _canonical_oracle(block)
         marked = {**block, "cache_control": {"type": "ephemeral"}}
         assert block_bytes(marked) == _canonical_oracle(block)
+
+
+@given(wire_content, st.text())
+def test_a_message_estimate_is_the_sum_of_what_each_block_counts(
+    wire: list[dict[str, Any]], text: str
+) -> None:
+    """Property: the render's per-block character counts add up to the default estimate of
+    the whole message (a plain text block of any characters included)."""
+    blocks = [*wire, {"type": "text", "text": text}]
+    for role in ("user", "assistant"):
+        counted = estimate_from_chars(role, sum(wire_chars(block) for block in blocks))
+        assert counted == estimate_tokens({"role": role, "content": blocks})
