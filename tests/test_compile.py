@@ -644,6 +644,39 @@ def test_a_steady_compile_reads_only_what_was_stored_since_the_last_one() -> Non
     assert store.returned == [2]  # the last reply and the new question
 
 
+class StampCountingStore(MemoryStore):
+    """A real in-memory store that records the replies whose stamps each compile reads."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stamped: list[str] = []
+
+    def stamps(self, namespace: str, message_ids: Any) -> Any:
+        self.stamped.extend(message_ids)
+        return super().stamps(namespace, message_ids)
+
+
+def test_a_re_render_reads_no_stamp_of_a_reply_whose_thinking_is_released_and_reported() -> None:
+    store = StampCountingStore()
+    cm = ContextManager.open(store, namespace="ada")
+    _, released = turn(cm, HEAD, "q1", "a1")
+    _, partly = turn(cm, HEAD, "q2", "a2")
+    cm.add_message("user", "q3")
+    result = cm.compile(HEAD)
+    kept = cm.record_reply(reply("a3", thinking=2), result)
+    cm.add_message("user", "q4")
+    cm.release_thinking(released)
+    cm.release_thinking(partly, from_block=1)  # past its only thinking block: it still binds
+    cm.compile(HEAD)  # reports the releases
+    expected = cm.compile(HEAD, dry_run=True)
+    cm.forget_cache(cm.current_branch_key())
+    store.stamped.clear()
+    again = cm.compile(HEAD, dry_run=True)
+    assert sorted(store.stamped) == sorted([partly, kept])
+    assert again.request == expected.request
+    assert thinking_count(again) == 3  # the partly released reply's and both of the last one's
+
+
 def test_structlog_is_quiet_by_default_at_debug_level() -> None:
     assert structlog.get_logger("context_manager") is not None
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -30,7 +31,10 @@ from context_manager import (
     blocks_from_wire,
     blocks_to_wire,
     converter,
+    estimate_tokens,
 )
+from context_manager._binding._chain import block_bytes
+from context_manager._compile._strategies import estimate_from_chars, wire_chars
 from context_manager._model._content import to_block, to_blocks
 
 SIGNATURE = "EqQBCkYIBxgCKkD3mZ9a1nY2Vb0x8wQyU6oI0cPpW2kq4Hc5RZqj6Z5x1yT3u7Q2aBcD"
@@ -566,3 +570,40 @@ def test_no_block_ever_emits_a_none_field(wire: list[dict[str, Any]]) -> None:
     no_none_fields: list[str] = []
     for emitted in blocks_to_wire(blocks_from_wire(wire)):
         assert no_none_fields == _top_level_nones(emitted)
+
+
+def _canonical_oracle(value: Any) -> bytes:
+    """Canonical JSON as the binding rules define it, written with the standard library."""
+    def strip(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: strip(x) for k, x in v.items() if k != "cache_control"}
+        if isinstance(v, list):
+            return [strip(x) for x in v]
+        return v
+
+    text = json.dumps(strip(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return text.encode()
+
+
+@given(wire_content, st.text())
+def test_the_bytes_a_block_binds_are_its_canonical_json_whatever_it_holds(
+    wire: list[dict[str, Any]], text: str
+) -> None:
+    """Property: the chain's bytes of any block (a plain text block of any characters included)
+    are its canonical JSON: keys sorted, compact, non-ASCII kept, cache markers left out."""
+    for block in [*wire, {"type": "text", "text": text}, {"text": text, "type": "text"}]:
+        assert block_bytes(block) == _canonical_oracle(block)
+        marked = {**block, "cache_control": {"type": "ephemeral"}}
+        assert block_bytes(marked) == _canonical_oracle(block)
+
+
+@given(wire_content, st.text())
+def test_a_message_estimate_is_the_sum_of_what_each_block_counts(
+    wire: list[dict[str, Any]], text: str
+) -> None:
+    """Property: the render's per-block character counts add up to the default estimate of
+    the whole message (a plain text block of any characters included)."""
+    blocks = [*wire, {"type": "text", "text": text}]
+    for role in ("user", "assistant"):
+        counted = estimate_from_chars(role, sum(wire_chars(block) for block in blocks))
+        assert counted == estimate_tokens({"role": role, "content": blocks})

@@ -338,3 +338,24 @@ def test_a_writer_killed_with_sigkill_loses_no_returned_append_and_tears_no_mess
             assert isinstance(json.loads(row[0]), list)
             assert isinstance(json.loads(row[1]), dict)
     assert sum(KILL_AFTER_LINES) <= len(returned)
+
+
+def test_a_window_read_at_once_holds_the_same_messages_as_each_read_alone(
+    sqlite_path: Path,
+) -> None:
+    store = SQLiteStore(sqlite_path)
+    cm = ContextManager.open(store, namespace="ada")
+    contents: list[Any] = [
+        "plain",
+        [{"type": "text", "text": 'quotes " and \\ and ]}, and \u2028 and é'}],
+        [
+            {"type": "tool_use", "id": "toolu_1", "name": "read_log", "input": {"q": [1, 2.5]}},
+            {"type": "text", "text": "[1],[2]"},
+        ],
+        [{"type": "thinking", "thinking": "", "signature": "sig"}, {"type": "x", "y": None}],
+    ]
+    ids = [cm.add_message("user" if n % 2 == 0 else "assistant", c) for n, c in enumerate(contents)]
+    together = cm.store.read("ada", cm.lineage())
+    assert [m.id for m in together] == ids
+    assert together == [cm.store.get("ada", mid) for mid in ids]
+    store.close()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
+from json.encoder import encode_basestring
 from typing import Any
 
 from context_manager._model._canonical import canonical_json, signature_digest
@@ -29,6 +30,10 @@ _SEAL_TAG = b"\x03"
 
 def block_bytes(wire_block: Mapping[str, Any]) -> bytes:
     """The canonical bytes a block contributes (``cache_control`` and key order ignored)."""
+    if type(wire_block) is dict and len(wire_block) == 2 and wire_block.get("type") == "text":
+        text = wire_block.get("text")
+        if type(text) is str:  # the commonest block: its canonical form written out directly
+            return ('{"text":' + encode_basestring(text) + ',"type":"text"}').encode()
     return canonical_json(wire_block).encode()
 
 

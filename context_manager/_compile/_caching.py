@@ -134,7 +134,7 @@ def _message_markers(i: int, message: Any) -> list[tuple[Position, CacheTtl]]:
     found: list[tuple[Position, CacheTtl]] = []
     content = message.get("content") if isinstance(message, Mapping) else None
     for j, block in enumerate(_blocks(content)):
-        if not isinstance(block, Mapping):
+        if type(block) is not dict and not isinstance(block, Mapping):  # dict: no ABC check
             continue
         if "cache_control" in block:
             found.append((("messages", i, j), _ttl_of(block["cache_control"])))

@@ -15,7 +15,7 @@ import bisect
 import inspect
 import uuid
 import weakref
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import Any, Protocol
 
 import attrs
@@ -756,17 +756,26 @@ class Compiler:
         return state
 
     def _prefetch(self, messages: Sequence[StoredMessage], record: BindingRecord, key: str) -> None:
-        """Load the stamps and releases ``messages`` need; over the limit, evict the oldest
+        """Load the releases and stamps ``messages`` need; over the limit, evict the oldest
         stamps not needed now first. O(len(messages)), never O(branch).
 
         The stamps of ``messages`` themselves are never evicted here: the render that follows
-        reads them (an evicted one would judge valid thinking unstamped).
+        reads them (an evicted one would judge valid thinking unstamped). A reply whose every
+        thinking block is released and reported on this branch needs no stamp: the render
+        skips those blocks before judging (a window's shed replies are mostly such).
         """
-        needed = [
-            msg.id
+        replies = [
+            msg
             for msg in messages
             if msg.role == "assistant" and any(is_thinking(b) for b in msg.content)
         ]
+        unknown = [msg.id for msg in replies if msg.id not in record.looked_up]
+        if unknown:
+            record.releases.update(
+                self.manager.store.releases(self.manager.namespace, key, unknown)
+            )
+            record.looked_up.update(unknown)
+        needed = [msg.id for msg in replies if not _all_thinking_reported(msg, record.releases)]
         wanted = [mid for mid in needed if mid not in self._stamps]
         overflow = len(self._stamps) + len(wanted) - self.stamp_cache_limit
         if overflow > 0:
@@ -778,12 +787,6 @@ class Compiler:
             for stamp in loaded.values():
                 self._share_head(stamp)
             self._stamps.update(loaded)
-        unknown = [mid for mid in needed if mid not in record.looked_up]
-        if unknown:
-            record.releases.update(
-                self.manager.store.releases(self.manager.namespace, key, unknown)
-            )
-            record.looked_up.update(unknown)
 
     def _share_head(self, stamp: dict[str, Any]) -> None:
         """Let stamps made under one head share one ``head`` dict (and model string): a window's
@@ -1092,6 +1095,16 @@ class Compiler:
         )
         self._stamps[stored.id] = stamp
         return stored.id
+
+
+def _all_thinking_reported(message: StoredMessage, releases: Mapping[MessageId, Release]) -> bool:
+    """Whether every thinking block of ``message`` is released and reported (never judged)."""
+    release = releases.get(message.id)
+    return release is not None and all(
+        release.reported_at(index)
+        for index, block in enumerate(message.content)
+        if is_thinking(block)
+    )
 
 
 def _report_entries(state: RenderState, record: BindingRecord) -> list[StripEntry]:

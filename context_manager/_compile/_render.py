@@ -544,21 +544,14 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
 
     legacy = state.legacy_chain  # kept only while the render holds version-1 stamps
 
-    def keep(wire: dict[str, Any], stored_index: int | None) -> None:
-        """Keep a block that has no ``Piece`` (synthetic, or the sidecar's thinking)."""
-        nonlocal chain, chars, legacy
+    for wire in synthetic:  # no ``Piece``: encoded here (a closure would slow the loop below)
         if legacy is not None:  # every block sent, thinking included (version-1 stamps)
             legacy = feed_block(legacy, role, wire)
         if not is_wire_thinking(wire):
             chain = feed_block(chain, role, wire)
-        if stored_index is not None:
-            mapping[offset + len(kept)] = stored_index
         if counting:
             chars += wire_chars(wire)
         kept.append(wire)
-
-    for wire in synthetic:
-        keep(wire, None)
     clean = message.role == "user"  # and no tool result: a render may start here
     for index, block in enumerate(content):
         cls = type(block)

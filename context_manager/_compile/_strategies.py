@@ -36,7 +36,14 @@ def estimate_from_chars(role: str, block_chars: int) -> int:
 
 def wire_chars(value: Any) -> int:
     """The characters ``estimate_tokens`` counts in ``value`` (keys and leaves)."""
+    if type(value) is dict and len(value) == 2 and value.get("type") == "text":
+        text = value.get("text")
+        if type(text) is str:  # the commonest block: "type", "text", "text" and the text
+            return _TEXT_BLOCK_CHARS + len(text)
     return _chars(value)
+
+
+_TEXT_BLOCK_CHARS = len("type") + len("text") + len("text")
 
 
 def _chars(value: Any) -> int:

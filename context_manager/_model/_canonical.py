@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
 CACHE_CONTROL_KEY = "cache_control"
@@ -32,6 +33,26 @@ _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=
 """What ``json.dumps`` with the canonical options builds per call, built once (a block is
 encoded per call, tens of thousands per render from nothing)."""
 
+_C_ENCODE: Any = (
+    None
+    if c_make_encoder is None
+    else c_make_encoder(
+        None, _ENCODER.default, encode_basestring, None, ":", ",", True, False, True
+    )
+)
+"""The C encoder ``_ENCODER.encode`` builds on every call, built once (same options: keys
+sorted, compact, ``ensure_ascii`` off, NaN allowed). Without circular checks: a cyclic value
+fails with ``RecursionError`` here and takes the checked path, which fails as before."""
+
+
+def _encode(value: Any) -> str:
+    if _C_ENCODE is None or isinstance(value, str):
+        return _ENCODER.encode(value)
+    try:
+        return "".join(_C_ENCODE(value, 0))
+    except RecursionError:
+        return _ENCODER.encode(value)
+
 
 def canonical_json(value: Any) -> str:
     """Canonical JSON text of ``value``.
@@ -40,7 +61,7 @@ def canonical_json(value: Any) -> str:
         ValueError: ``value`` is not JSON-serialisable.
     """
     try:
-        text = _ENCODER.encode(value)
+        text = _encode(value)
     except (TypeError, ValueError):
         text = _CACHE_CONTROL_TOKEN  # perhaps only inside a marker: strip, then judge
     if _CACHE_CONTROL_TOKEN not in text:

@@ -136,20 +136,35 @@ converter = cattrs.Converter()
 def _unstructure_block(block: Block) -> dict[str, Any]:
     if isinstance(block, UnknownBlock):
         return _without_none_fields(block.raw)
-    wire: dict[str, Any] = {"type": _WIRE_TYPE[type(block)]}
-    for name in _NAMED_FIELDS[type(block)]:
-        value = getattr(block, name)
-        if value is None:
-            continue
-        if name == "content" and isinstance(value, tuple):
-            value = [_unstructure_block(inner) for inner in value]
-        wire[name] = value
-    wire.update(_without_none_fields(block.extra))
+    cls = type(block)
+    if cls is TextBlock and block.text is not None:  # type: ignore[union-attr]
+        wire: dict[str, Any] = {"type": "text", "text": block.text}  # type: ignore[union-attr]
+    else:
+        wire = {"type": _WIRE_TYPE[cls]}
+        for name in _NAMED_FIELDS[cls]:
+            value = getattr(block, name)
+            if value is None:
+                continue
+            if name == "content" and isinstance(value, tuple):
+                value = [_unstructure_block(inner) for inner in value]
+            wire[name] = value
+    if block.extra:
+        wire.update(_without_none_fields(block.extra))
     return wire
 
 
 def _structure_block(wire: Any, _: Any = None) -> Block:
-    if not isinstance(wire, Mapping):
+    if type(wire) is dict:  # the commonest blocks, as stored: nothing else to look at
+        kind = wire.get("type")
+        if kind == "text" and len(wire) == 2:
+            text = wire.get("text")
+            if type(text) is str:
+                return TextBlock(text)
+        elif kind == "thinking" and len(wire) == 3:
+            thinking, signature = wire.get("thinking"), wire.get("signature")
+            if type(thinking) is str and type(signature) is str:
+                return ThinkingBlock(thinking, signature)
+    if type(wire) is not dict and not isinstance(wire, Mapping):  # dict: no ABC check
         raise TypeError(f"content block must be a dict with a 'type', got {wire!r}")
     if None in wire.values():
         wire = _without_none_fields(wire)
@@ -265,7 +280,7 @@ def blocks_to_wire(blocks: Iterable[Block]) -> list[dict[str, Any]]:
 
 def blocks_from_wire(wire: Iterable[Mapping[str, Any]]) -> tuple[Block, ...]:
     """Blocks for wire dicts, in order."""
-    return tuple(_structure_block(w) for w in wire)
+    return tuple([_structure_block(w) for w in wire])
 
 
 def _without_none_fields(fields: Mapping[str, Any]) -> dict[str, Any]:

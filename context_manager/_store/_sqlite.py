@@ -420,7 +420,7 @@ class SQLiteStore:
             if limit is not None:
                 sql += " LIMIT ?"
                 params.append(limit)
-            segments.append([_message(r) for r in self._query(sql, params)])
+            segments.append(_messages(self._query(sql, params)))
         return select_window(segments, kind=kind, limit=limit, newest_first=newest_first)
 
     def last_sequence(self, namespace: str, lineage: Lineage) -> int:
@@ -689,14 +689,28 @@ _PLAIN_META = json.dumps(MessageMeta().to_json())
 """How the metadata of most messages is stored (nothing set): read without decoding."""
 
 
-def _message(row: Sequence[Any]) -> StoredMessage:
+def _messages(rows: Sequence[Sequence[Any]]) -> list[StoredMessage]:
+    """``_message`` of each row, their contents decoded as one JSON array (one call, not one
+    per row: a window is thousands of rows). Any doubt falls back to row by row."""
+    if len(rows) > 1:
+        try:
+            contents = json.loads("[" + ",".join([row[4] for row in rows]) + "]")
+        except (TypeError, ValueError):
+            contents = None
+        if contents is not None and len(contents) == len(rows):
+            return [_message(row, content) for row, content in zip(rows, contents, strict=True)]
+    return [_message(row) for row in rows]
+
+
+def _message(row: Sequence[Any], decoded: Any = None) -> StoredMessage:
+    """The message a row holds; ``decoded``: its content already decoded."""
     message_id, sequence, branch, role, content, meta, created_at = row
     return StoredMessage(
         id=message_id,
         sequence=int(sequence),
         branch=branch,
         role=role,
-        content=blocks_from_wire(json.loads(content)),
+        content=blocks_from_wire(json.loads(content) if decoded is None else decoded),
         metadata=MessageMeta() if meta == _PLAIN_META else MessageMeta.from_json(json.loads(meta)),
         created_at=dt.datetime.fromisoformat(created_at),
     )
