@@ -93,6 +93,25 @@ def calling_script(
     return script
 
 
+def read_log_script(
+    thought: str, tool_input: dict[str, Any]
+) -> Callable[[dict[str, Any]], list[Any]]:
+    """A simulator script: call ``read_log`` (with ``tool_input``, after ``thought``) once per
+    user question, then answer once its result is in."""
+
+    def script(request: dict[str, Any]) -> list[Any]:
+        last = request["messages"][-1]
+        content = last["content"] if isinstance(last["content"], list) else []
+        if any(b.get("type") == "tool_result" for b in content):
+            return [{"type": "thinking", "thinking": "the log is in"}, "All is well."]
+        return [
+            {"type": "thinking", "thinking": thought},
+            {"type": "tool_use", "name": "read_log", "input": tool_input},
+        ]
+
+    return script
+
+
 def runtime_on(sim: Simulator, store: Store | None = None) -> Runtime:
     """A ``Runtime`` on the simulator's real SDK client, fast retries, a memory store by default."""
     return Runtime(sim.client(), store or MemoryStore(), retry=FAST_RETRY)

@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 import pytest
-from helpers import unmarked, wire_reply
+from helpers import read_log_script, unmarked, wire_reply
 
 from context_manager import (
     Caching,
@@ -66,16 +66,8 @@ def markers(request: dict[str, Any]) -> list[tuple[str, Any]]:
     return found
 
 
-def tool_script(request: dict[str, Any]) -> list[Any]:
-    """Call ``read_log`` once per user question, then answer."""
-    last = request["messages"][-1]
-    content = last["content"] if isinstance(last["content"], list) else []
-    if any(b.get("type") == "tool_result" for b in content):
-        return [{"type": "thinking", "thinking": "the log is in"}, "All is well."]
-    return [
-        {"type": "thinking", "thinking": "check the log first"},
-        {"type": "tool_use", "name": "read_log", "input": {"lines": 20}},
-    ]
+tool_script = read_log_script("check the log first", {"lines": 20})
+"""Call ``read_log`` once per user question, then answer."""
 
 
 async def _session(sim: Simulator, store: Store, caching: Caching, turns: int) -> Agent:

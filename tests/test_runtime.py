@@ -10,12 +10,12 @@ import signal
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import attrs
 import pytest
+from helpers import calling_script
 from helpers import notice_texts as notices
 from helpers import request_texts as texts
 
@@ -47,25 +47,6 @@ HEAD = Head(
 FAST = RetryPolicy(attempts=4, base_delay=0.001, max_delay=0.002)
 
 
-def tool_script(
-    tool: str = "read_log", *, think: bool = True
-) -> Callable[[dict[str, Any]], list[Any]]:
-    """Call ``tool`` once when the user asks to ``use tool``; otherwise answer."""
-
-    def script(request: dict[str, Any]) -> list[Any]:
-        last = [m for m in request["messages"] if m["role"] != "system"][-1]
-        content = last["content"] if isinstance(last["content"], list) else []
-        thought = [{"type": "thinking", "thinking": "considering"}] if think else []
-        if any(b.get("type") == "tool_result" for b in content):
-            return [*thought, {"type": "text", "text": "The log says all is well."}]
-        said = " ".join(b.get("text", "") for b in content if b.get("type") == "text")
-        if "use tool" in said:
-            return [*thought, {"type": "tool_use", "name": tool, "input": {}}]
-        return [*thought, {"type": "text", "text": f"Noted: {said[:40]}"}]
-
-    return script
-
-
 def make(sim: Simulator, store: Store | None = None) -> Runtime:
     return Runtime(sim.client(), store or MemoryStore(), retry=FAST)
 
@@ -73,7 +54,7 @@ def make(sim: Simulator, store: Store | None = None) -> Runtime:
 async def test_a_head_change_between_turns_is_told_once_at_the_next_boundary_and_sent_next() -> (
     None
 ):
-    sim = Simulator(script=tool_script())
+    sim = Simulator(script=calling_script())
     runtime = make(sim)
     ada = runtime.register(Agent("ada", HEAD, tools={"read_log": lambda _: "all quiet"}))
     await ada.run_turn("Hello there, Ada.")
@@ -97,7 +78,7 @@ async def test_a_skill_that_grows_the_tool_menu_mid_turn_is_told_with_the_this_t
 ):
     """VENDOR_RULES 6 changed this: the open round's reply goes out as recorded under
     ``drop_block``; the provider drops its thinking, and the drop is told (count form)."""
-    sim = Simulator(script=tool_script("activate_skill", think=True))
+    sim = Simulator(script=calling_script("activate_skill", think=True))
     runtime = make(sim)
     head = attrs.evolve(HEAD, tools=[ACTIVATE])
     ada = Agent("ada", head)
@@ -119,7 +100,7 @@ async def test_a_skill_that_grows_the_tool_menu_mid_turn_is_told_with_the_this_t
 
 
 async def test_a_fold_forced_mid_turn_is_told_as_this_turns_step_named_by_its_tool_call() -> None:
-    sim = Simulator(script=tool_script())
+    sim = Simulator(script=calling_script())
     runtime = make(sim)
     fold = Fold(lambda covered: "Ada was asked to read the log.", trigger_tokens=150, keep_tokens=0)
     ada = runtime.register(
@@ -136,7 +117,7 @@ async def test_a_fold_forced_mid_turn_is_told_as_this_turns_step_named_by_its_to
 
 
 async def test_drops_over_three_calls_are_told_once_and_a_quiet_call_ends_the_incident() -> None:
-    sim = Simulator(script=tool_script(think=False))
+    sim = Simulator(script=calling_script(think=False))
     runtime = make(sim)
     calls = {"n": 0}
 
@@ -158,7 +139,7 @@ async def test_drops_over_three_calls_are_told_once_and_a_quiet_call_ends_the_in
         return [{"type": "text", "text": "done"}]
 
     ada = runtime.register(Agent("ada", HEAD, tools={"read_log": read_log}))
-    sim._script = tool_script(think=True)  # the first reply carries reasoning
+    sim._script = calling_script(think=True)  # the first reply carries reasoning
     await ada.run_turn("Hello, remember this.")
     sim._script = again
     sim.force_drop(paths=["messages.1.content.0"], reason=MODEL_MISMATCH)
@@ -176,7 +157,7 @@ async def test_drops_over_three_calls_are_told_once_and_a_quiet_call_ends_the_in
 
 
 async def test_a_reply_produced_by_a_call_with_drops_keeps_its_reasoning_on_the_next_call() -> None:
-    sim = Simulator(script=tool_script())
+    sim = Simulator(script=calling_script())
     runtime = make(sim)
     ada = runtime.register(Agent("ada", HEAD, tools={"read_log": lambda _: "fine"}))
     await ada.run_turn("first things first")
@@ -198,7 +179,7 @@ async def test_a_reply_produced_by_a_call_with_drops_keeps_its_reasoning_on_the_
 
 
 async def test_the_direct_apis_compile_between_turns_is_heard_and_stored_after_its_reply() -> None:
-    sim = Simulator(script=tool_script())
+    sim = Simulator(script=calling_script())
     runtime = make(sim)
     ada = runtime.register(Agent("ada", HEAD))
     await ada.run_turn("hello")
@@ -285,7 +266,7 @@ async def test_a_fork_made_for_a_run_forgets_its_told_state_when_it_ends() -> No
 
 async def test_thirty_ephemeral_runs_hold_no_render_record_or_stamp_once_they_end() -> None:
     """SPEC 9/10: a run's caches go when it ends, even while the host keeps its agents."""
-    sim = Simulator(script=tool_script())
+    sim = Simulator(script=calling_script())
     runtime = make(sim)
     gc.collect()  # renders of managers gone by now leave the count first
     before = render_cache_bytes()
@@ -303,7 +284,7 @@ async def test_thirty_ephemeral_runs_hold_no_render_record_or_stamp_once_they_en
 
 async def test_thirty_forked_runs_leave_a_resident_agent_holding_its_main_branch_only() -> None:
     """A fork's render, record, stamps and compile lock go when it ends (bounded over forks)."""
-    sim = Simulator(script=tool_script())
+    sim = Simulator(script=calling_script())
     runtime = make(sim)
     ada = runtime.register(Agent("ada", HEAD))
     await ada.run_turn("hello, use tool")
@@ -344,7 +325,7 @@ async def test_a_400_is_raised_to_the_caller_and_logged_with_the_compile_id() ->
 
 
 async def test_a_tool_that_raises_is_reported_to_the_model_and_the_turn_goes_on() -> None:
-    sim = Simulator(script=tool_script())
+    sim = Simulator(script=calling_script())
     runtime = make(sim)
 
     def broken(_: dict[str, Any]) -> str:
@@ -362,7 +343,7 @@ async def test_a_tool_that_raises_is_reported_to_the_model_and_the_turn_goes_on(
 async def test_two_agents_in_one_loop_never_see_each_others_messages_or_notices(
     tmp_path: Path,
 ) -> None:
-    sim = Simulator(script=tool_script())
+    sim = Simulator(script=calling_script())
     runtime = make(sim, SQLiteStore(tmp_path / "agents.db"))
     ada = runtime.register(Agent("ada", HEAD, tools={"read_log": lambda _: "ada's log"}))
     bob = runtime.register(Agent("bob", HEAD, tools={"read_log": lambda _: "bob's log"}))
@@ -385,7 +366,7 @@ async def test_agent_names_with_control_characters_are_refused_at_registration()
 
 
 async def test_a_notice_given_mid_turn_waits_for_the_boundary() -> None:
-    sim = Simulator(script=tool_script())
+    sim = Simulator(script=calling_script())
     runtime = make(sim)
     ada = Agent("ada", HEAD)
 
@@ -443,7 +424,7 @@ async def test_a_process_killed_mid_turn_resumes_with_a_valid_next_request(tmp_p
     child.wait()
     child.stdout.close()
 
-    sim = Simulator(script=tool_script())
+    sim = Simulator(script=calling_script())
     runtime = make(sim, SQLiteStore(path))
     slow = {"name": "slow", "input_schema": {"type": "object"}}
     head = Head(model="claude-opus-5-5", system="s", tools=[slow], settings=HEAD.settings)
@@ -476,7 +457,7 @@ class FailingResultsStore(MemoryStore):
 
 
 async def test_a_notice_waiting_when_a_round_fails_is_held_until_the_round_is_answered() -> None:
-    sim = Simulator(script=tool_script())
+    sim = Simulator(script=calling_script())
     store = FailingResultsStore()
     runtime = make(sim, store)
     ada = runtime.register(Agent("ada", HEAD, tools={"read_log": lambda _: "fine"}))

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import read_log_script
 from structlog.testing import capture_logs
 
 from context_manager import CallUsage, ContextManager, Head, MemoryStore, SQLiteStore, usage_of
@@ -25,16 +26,8 @@ HEAD = Head(
 )
 
 
-def script(request: dict[str, Any]) -> list[Any]:
-    """Read the log once per question, then answer."""
-    last = request["messages"][-1]
-    content = last["content"] if isinstance(last["content"], list) else []
-    if any(b.get("type") == "tool_result" for b in content):
-        return [{"type": "thinking", "thinking": "the log is in"}, "All is well."]
-    return [
-        {"type": "thinking", "thinking": "check the log"},
-        {"type": "tool_use", "name": "read_log", "input": {}},
-    ]
+script = read_log_script("check the log", {})
+"""Read the log once per question, then answer."""
 
 
 def read_log(arguments: dict[str, Any]) -> str:
