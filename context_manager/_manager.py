@@ -415,6 +415,7 @@ class ContextManager:
             from_block,
             at_sequence=self.branch_head()[1],
         )
+        self._compiler.wrote_binding()
         self._compiler.invalidate(self._branch.key)
 
     def place_drops(
@@ -442,6 +443,7 @@ class ContextManager:
             self.store.add_release(
                 self.namespace, result.branch, message_id, block, at_sequence=result.last_sequence
             )
+            self._compiler.wrote_binding()
         if releases:  # only a release changes what the branch renders
             self._compiler.invalidate(result.branch)
         return placed

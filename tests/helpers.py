@@ -7,7 +7,8 @@ the loopback server), ``wire_reply`` (a reply as the assistant message a client 
 ``invalid_calls`` (every call the simulator refused or whose request does not verify).
 Builders: ``THINKING_HEAD`` and its tools, ``PROBE_HEAD`` (one ``probe`` tool, a model that takes
 system messages) and ``head_json``, ``calling_script`` (a simulator script that calls a
-tool when asked), ``runtime_on`` (a runtime on the simulator's SDK client). Command line: ``cli``
+tool when asked), ``runtime_on`` (a runtime on the simulator's SDK client), ``StoreWithout`` (a
+store that predates some protocol methods). Command line: ``cli``
 (the program in a subprocess, never the real API) and ``snapshot`` (a folder's files, to show
 nothing was written). They assert nothing, so a test's meaning stays in the test.
 """
@@ -201,6 +202,20 @@ def cli(*args: object, stdin: str | None = None) -> subprocess.CompletedProcess[
         timeout=60,
         env=CLI_ENV,
     )
+
+
+class StoreWithout:
+    """A host's own store written against the protocol before some methods: a ``MemoryStore``
+    without the ``missing`` ones (reading one raises ``AttributeError``)."""
+
+    def __init__(self, *missing: str) -> None:
+        self._inner = MemoryStore()
+        self._missing = frozenset(missing)
+
+    def __getattr__(self, name: str) -> Any:
+        if name in self._missing:
+            raise AttributeError(name)
+        return getattr(self._inner, name)
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:

@@ -22,14 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import PROBE_HEAD, head_json, invalid_calls
+from helpers import PROBE_HEAD, StoreWithout, head_json, invalid_calls
 from postgres_server import Server
 from structlog.testing import capture_logs
 
 from context_manager import (
     AgentBusy,
     ContextManager,
-    MemoryStore,
     PostgresStore,
     SQLiteStore,
     Store,
@@ -409,23 +408,11 @@ def test_an_ephemeral_run_on_sqlite_leaves_no_hold_file_behind(sqlite_path: Path
         store.close()
 
 
-class _StoreBeforeHolds:
-    """A host's own store written against the protocol before holds: no ``hold`` method."""
-
-    def __init__(self) -> None:
-        self._inner = MemoryStore()
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "hold":
-            raise AttributeError(name)
-        return getattr(self._inner, name)
-
-
 def test_a_store_without_hold_is_held_in_this_process_and_says_so_once() -> None:
     """A store that predates ``Store.hold`` still runs turns: the agent is held in this process
     (another holder waits, then gets ``AgentBusy`` naming the first), and one log event per store
     says the hold does not reach other processes."""
-    store = _StoreBeforeHolds()
+    store = StoreWithout("hold")  # written against the protocol before holds
     cm = ContextManager.open(store, namespace="ada")  # type: ignore[arg-type]
     other = ContextManager.open(store, namespace="ada")  # type: ignore[arg-type]
     refused: list[AgentBusy] = []

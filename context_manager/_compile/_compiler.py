@@ -213,6 +213,9 @@ class Compiler:
         self._heads_models: dict[str, str] = {}
         self.stamp_cache_limit = STAMP_CACHE_LIMIT
         """Stamps kept in memory; the oldest not needed by the current render go first."""
+        self._binding_serial: int | None = None
+        """The agent's binding serial the kept records and renders reflect (``None``: not read
+        yet, or the store cannot say)."""
 
     # cache control
     def forget(self, key: str) -> None:
@@ -305,6 +308,35 @@ class Compiler:
         """Re-read branch ``key``'s binding record and re-render it at the next compile."""
         self.forget(key)
 
+    def wrote_binding(self) -> None:
+        """This manager wrote one binding record (a release, a commit): the agent's binding
+        serial moved by one, and what is kept already reflects it."""
+        if self._binding_serial is not None:
+            self._binding_serial += 1
+
+    def _see_other_writers(self) -> None:
+        """Drop every kept binding record and render when another process, host or manager
+        wrote the agent's binding records since this one last looked (a release, a report, an
+        anchor): kept, they would send thinking the other writer released. The window's
+        stored messages and the stamps stay (they change only with ``change_serial``)."""
+        m = self.manager
+        read = getattr(m.store, "binding_serial", None)
+        if read is None:
+            return
+        serial = int(read(m.namespace))
+        if self._binding_serial is not None and serial != self._binding_serial:
+            log.info(
+                "binding_written_elsewhere",
+                namespace=m.namespace,
+                serial=serial,
+                kept=self._binding_serial,
+            )
+            for key in [*self._states, *self._records, *self._steady]:
+                self._states.pop(key, None)
+                self._records.pop(key, None)
+                self._steady.pop(key, None)
+        self._binding_serial = serial
+
     def record_for(self, key: str) -> BindingRecord:
         record = self._records.get(key)
         if record is None:
@@ -378,6 +410,7 @@ class Compiler:
         m = self.manager
         key = m.current_branch_key()
         lineage = m.lineage()
+        self._see_other_writers()
         record = self.record_for(key)
         asked = head
         appends = m.binding.appends(head.model)
@@ -1023,6 +1056,7 @@ class Compiler:
             at_sequence=state.last_sequence,
             anchored_head=anchored_head,
         )
+        self.wrote_binding()
         record.first_compiled = True
         if anchored_head is not None:
             record.anchored_head = anchored_head

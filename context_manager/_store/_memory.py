@@ -85,6 +85,7 @@ class MemoryStore:
         self._messages: dict[MessageId, tuple[str, StoredMessage]] = {}
         self._sequence = 0
         self._serial = 0
+        self._binding_serials: dict[str, int] = {}
 
     def _space(self, namespace: str) -> _Namespace:
         space = self._spaces.get(namespace)
@@ -291,6 +292,13 @@ class MemoryStore:
             changes = self._space(namespace).changes
             return int(changes[-1][0]) if changes else 0
 
+    def binding_serial(self, namespace: str) -> int:
+        with self._lock:
+            return self._binding_serials.get(namespace, 0)
+
+    def _bump_binding(self, namespace: str) -> None:
+        self._binding_serials[namespace] = self._binding_serials.get(namespace, 0) + 1
+
     def changed_since(self, namespace: str, serial: int) -> int | None:
         with self._lock:
             changes = self._space(namespace).changes
@@ -343,6 +351,7 @@ class MemoryStore:
         anchored_head: AnchoredHead | None = None,
     ) -> None:
         with self._lock:
+            self._bump_binding(namespace)
             space = self._space(namespace)
             if anchored_head is not None:
                 heads = space.heads.setdefault(branch, [])
@@ -380,6 +389,7 @@ class MemoryStore:
         at_sequence: int | None = None,
     ) -> None:
         with self._lock:
+            self._bump_binding(namespace)
             _note_history(self._space(namespace), branch, message_id, from_block, at_sequence)
             table = self._space(namespace).releases.setdefault(branch, {})
             prior = table.get(message_id)

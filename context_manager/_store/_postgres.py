@@ -598,6 +598,13 @@ class PostgresStore:
             ).fetchone()
         return int(row[0] or 0) if row else 0
 
+    def binding_serial(self, namespace: str) -> int:
+        with self._reading(namespace) as conn:
+            row = conn.execute(
+                "SELECT serial FROM binding_serials WHERE ns = %s", (namespace,)
+            ).fetchone()
+        return int(row[0]) if row else 0
+
     def changed_since(self, namespace: str, serial: int) -> int | None:
         with self._reading(namespace) as conn:
             row = conn.execute(
@@ -698,6 +705,7 @@ class PostgresStore:
         anchored_head: AnchoredHead | None = None,
     ) -> None:
         with self._write(namespace) as conn, conn.cursor() as cursor:
+            _bump_binding(cursor, namespace)
             if anchored_head is not None:
                 cursor.execute(
                     "INSERT INTO anchored_heads (ns, branch, at_seq, head) "
@@ -769,6 +777,7 @@ class PostgresStore:
         at_sequence: int | None = None,
     ) -> None:
         with self._write(namespace) as conn:
+            _bump_binding(conn, namespace)
             conn.execute(
                 "INSERT INTO releases (ns, branch, message_id, from_block, reported, at_seq) "
                 "VALUES (%s, %s, %s, %s, false, %s) ON CONFLICT (ns, branch, message_id) "
@@ -791,6 +800,16 @@ class PostgresStore:
         self._holds.close()
         if self._owns_pool:
             self._pool.close()
+
+
+def _bump_binding(conn: Connection | psycopg.Cursor[tuple[Any, ...]], namespace: str) -> None:
+    """Count one binding-record write of ``namespace`` (inside the write's transaction, under
+    the agent's lock)."""
+    conn.execute(
+        "INSERT INTO binding_serials (ns, serial) VALUES (%s, 1) "
+        "ON CONFLICT (ns) DO UPDATE SET serial = binding_serials.serial + 1",
+        (namespace,),
+    )
 
 
 def _hold_connections(

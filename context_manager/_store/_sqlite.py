@@ -122,6 +122,11 @@ MIGRATIONS: tuple[str, ...] = (
     INSERT INTO release_history (ns, branch, message_id, from_block, at_seq)
         SELECT ns, branch, message_id, from_block, at_seq FROM releases;
     """,
+    # 9: how many binding-record writes each agent has had, so a process that keeps a render
+    # sees another process's releases and reports (``binding_serial``).
+    """
+    CREATE TABLE binding_serials (ns TEXT PRIMARY KEY, serial INTEGER NOT NULL);
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -457,6 +462,10 @@ class SQLiteStore:
         rows = self._query("SELECT max(serial) FROM changes WHERE ns = ?", (namespace,))
         return int(rows[0][0] or 0)
 
+    def binding_serial(self, namespace: str) -> int:
+        rows = self._query("SELECT serial FROM binding_serials WHERE ns = ?", (namespace,))
+        return int(rows[0][0]) if rows else 0
+
     def changed_since(self, namespace: str, serial: int) -> int | None:
         rows = self._query(
             "SELECT min(seq) FROM changes WHERE ns = ? AND serial > ?", (namespace, serial)
@@ -566,6 +575,7 @@ class SQLiteStore:
         anchored_head: AnchoredHead | None = None,
     ) -> None:
         with self._transaction() as db:
+            _bump_binding(db, namespace)
             if anchored_head is not None:
                 db.execute(
                     "INSERT INTO anchored_heads (ns, branch, at_seq, head) VALUES (?, ?, ?, ?) "
@@ -626,6 +636,7 @@ class SQLiteStore:
         at_sequence: int | None = None,
     ) -> None:
         with self._transaction() as db:
+            _bump_binding(db, namespace)
             db.execute(
                 "INSERT INTO releases (ns, branch, message_id, from_block, reported, at_seq) "
                 "VALUES (?, ?, ?, ?, 0, ?) ON CONFLICT (ns, branch, message_id) DO UPDATE SET "
@@ -645,6 +656,15 @@ class SQLiteStore:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+def _bump_binding(db: sqlite3.Connection, namespace: str) -> None:
+    """Count one binding-record write of ``namespace`` (inside the write's transaction)."""
+    db.execute(
+        "INSERT INTO binding_serials (ns, serial) VALUES (?, 1) "
+        "ON CONFLICT (ns) DO UPDATE SET serial = serial + 1",
+        (namespace,),
+    )
 
 
 def _is_stamp(value: Any) -> bool:

@@ -1,0 +1,130 @@
+"""Two writers of one agent: a manager that keeps a render sees the other's binding writes.
+
+Two managers on one store stand for two hosts running the same agent in turn (issue 20): two
+``SQLiteStore`` objects on one file, two ``PostgresStore`` objects on one schema, or one
+``MemoryStore`` shared. What one host releases (``release_thinking``, ``place_drops``, a shed)
+the other must not send again from the render it kept, and every loss is told once between them.
+Requests go through the real SDK client to the simulator, which judges each one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from conftest import STORES, make_store
+from helpers import THINKING_HEAD, StoreWithout, invalid_calls
+from structlog.testing import capture_logs
+
+from context_manager import CompileResult, ContextManager, MemoryStore, Store
+from context_manager.simulator import PREFIX_MISMATCH, Simulator
+
+OTHER_WRITER = "binding_written_elsewhere"
+
+
+@pytest.fixture(params=STORES)
+def two_hosts(request: pytest.FixtureRequest) -> Iterator[tuple[Store, Store]]:
+    """Two store objects on one database (the one ``MemoryStore`` twice: it is per process)."""
+    first = make_store(request.param, request)
+    second = first if request.param == "memory" else make_store(request.param, request)
+    try:
+        yield first, second
+    finally:
+        first.close()
+        if second is not first:
+            second.close()
+
+
+def replies_with_thinking(result: CompileResult) -> list[str]:
+    """Stored ids of the replies whose thinking ``result`` sends, oldest first."""
+    return [s.message_id for e in result.provenance for s in e.sources if s.signatures]
+
+
+async def conversation(sim: Simulator, cm: ContextManager, turns: int) -> list[str]:
+    """``turns`` questions, each answered by the simulator with signed thinking; their ids."""
+    client = sim.client()
+    replies = []
+    for n in range(turns):
+        cm.add_message("user", f"question {n}")
+        result = cm.compile(THINKING_HEAD)
+        replies.append(cm.record_reply(await client.beta.messages.create(**result.request), result))
+    cm.add_message("user", "and now?")
+    return replies
+
+
+async def test_thinking_another_host_released_is_not_sent_from_a_kept_render(
+    two_hosts: tuple[Store, Store],
+) -> None:
+    first, second = two_hosts
+    sim = Simulator()
+    a = ContextManager.open(first, namespace="ada")
+    replies = await conversation(sim, a, 3)
+    assert replies_with_thinking(a.compile(THINKING_HEAD)) == replies  # kept by host A
+
+    b = ContextManager.open(second, namespace="ada")
+    b.compile(THINKING_HEAD)
+    b.release_thinking(replies[0])
+    with capture_logs() as logs:
+        after = a.compile(THINKING_HEAD)
+
+    assert replies_with_thinking(after) == replies[1:]
+    assert after.thinking_strip is not None
+    assert after.thinking_strip.replies == (replies[0],)
+    assert [e["event"] for e in logs].count(OTHER_WRITER) == 1
+    await sim.client().beta.messages.create(**after.request)
+    assert invalid_calls(sim) == []
+    told_again = b.compile(THINKING_HEAD)  # host A reported the strip: host B does not
+    assert told_again.thinking_strip is None
+    assert replies_with_thinking(told_again) == replies[1:]
+
+
+async def test_a_drop_another_host_placed_is_not_sent_again_by_a_host_that_kept_its_render(
+    two_hosts: tuple[Store, Store],
+) -> None:
+    first, second = two_hosts
+    sim = Simulator()
+    client = sim.client()
+    a = ContextManager.open(first, namespace="ada")
+    replies = await conversation(sim, a, 3)
+    a.compile(THINKING_HEAD)
+
+    b = ContextManager.open(second, namespace="ada")
+    sent = b.compile(THINKING_HEAD)
+    sim.force_drop(paths=["messages.1.content.0"], reason=PREFIX_MISMATCH)
+    response = await client.beta.messages.create(**sent.request)
+    assert response.input_transformations
+    # the oldest block dropped, and each later one that recorded it (VENDOR_RULES 4)
+    assert b.place_drops(response, sent).releases() == tuple((r, 0) for r in replies)
+    b.record_reply(response, sent)
+    b.add_message("user", "and then?")
+    after = a.compile(THINKING_HEAD)
+
+    assert not set(replies) & set(replies_with_thinking(after))
+    assert after.thinking_strip is not None
+    assert after.thinking_strip.replies == tuple(replies)
+    await client.beta.messages.create(**after.request)
+    assert sim.calls[-1].status == 200
+    assert not sim.calls[-1].dropped  # nothing sent that the provider would drop
+
+
+async def test_a_hosts_own_releases_and_commits_never_read_as_another_writers() -> None:
+    """One host alone: its own binding writes keep its render (no re-render, no log event)."""
+    sim = Simulator()
+    cm = ContextManager.open(MemoryStore(), namespace="ada")
+    with capture_logs() as logs:
+        replies = await conversation(sim, cm, 3)
+        cm.release_thinking(replies[0])
+        cm.compile(THINKING_HEAD)
+        cm.add_message("user", "more")
+        cm.compile(THINKING_HEAD)
+
+    assert OTHER_WRITER not in [e["event"] for e in logs]
+
+
+async def test_a_store_without_binding_serials_still_compiles_and_releases() -> None:
+    store = StoreWithout("binding_serial")  # written before binding serials
+    cm = ContextManager.open(store, namespace="ada")  # type: ignore[arg-type]
+    replies = await conversation(Simulator(), cm, 2)
+    cm.release_thinking(replies[0])
+
+    assert replies_with_thinking(cm.compile(THINKING_HEAD)) == replies[1:]
