@@ -122,9 +122,30 @@ async def test_a_hosts_own_releases_and_commits_never_read_as_another_writers() 
 
 
 async def test_a_store_without_binding_serials_still_compiles_and_releases() -> None:
-    store = StoreWithout("binding_serial")  # written before binding serials
+    store = StoreWithout("serials")  # written before serials
     cm = ContextManager.open(store, namespace="ada")  # type: ignore[arg-type]
     replies = await conversation(Simulator(), cm, 2)
     cm.release_thinking(replies[0])
 
     assert replies_with_thinking(cm.compile(THINKING_HEAD)) == replies[1:]
+
+
+def test_each_binding_record_write_moves_the_binding_serial_by_one_for_every_reader(
+    two_hosts: tuple[Store, Store],
+) -> None:
+    """The store contract the compiler counts its own writes by (``Store.serials``)."""
+    first, second = two_hosts
+    cm = ContextManager.open(first, namespace="ada")
+    cm.add_message("user", "hello")
+    reply = cm.add_message("assistant", "hi")
+    key = cm.current_branch_key()
+    before = second.serials("ada")
+
+    first.add_release("ada", key, reply, 0)
+    second.commit_binding("ada", key, first_compiled=True, releases=[], reported=[reply])
+    first.commit_binding("ada", key, first_compiled=True, releases=[(reply, 0)], reported=[])
+
+    assert first.serials("ada") == second.serials("ada") == (before[0], before[1] + 3)
+    assert second.serials("bob") == (0, 0)  # per agent
+    cm.edit_message(reply, "hello again")
+    assert second.serials("ada")[0] > before[0]

@@ -314,16 +314,23 @@ class Compiler:
         if self._binding_serial is not None:
             self._binding_serial += 1
 
-    def _see_other_writers(self) -> None:
-        """Drop every kept binding record and render when another process, host or manager
-        wrote the agent's binding records since this one last looked (a release, a report, an
-        anchor): kept, they would send thinking the other writer released. The window's
-        stored messages and the stamps stay (they change only with ``change_serial``)."""
+    def _serials(self) -> int:
+        """The agent's change serial, after seeing other writers (``_see_other_writers``)."""
         m = self.manager
-        read = getattr(m.store, "binding_serial", None)
-        if read is None:
-            return
-        serial = int(read(m.namespace))
+        both = getattr(m.store, "serials", None)
+        if both is None:  # a store written before ``serials``: this process's writes only
+            return m.store.change_serial(m.namespace)
+        changes, bindings = both(m.namespace)
+        self._see_other_writers(int(bindings))
+        return int(changes)
+
+    def _see_other_writers(self, serial: int) -> None:
+        """Drop every kept binding record and render when another process, host or manager
+        wrote the agent's binding records since this one last looked (``serial`` moved by
+        more than this one's writes: a release, a report, an anchor): kept, they would send
+        thinking the other writer released. The window's stored messages and the stamps stay
+        (they change only with the change serial)."""
+        m = self.manager
         if self._binding_serial is not None and serial != self._binding_serial:
             log.info(
                 "binding_written_elsewhere",
@@ -410,7 +417,7 @@ class Compiler:
         m = self.manager
         key = m.current_branch_key()
         lineage = m.lineage()
-        self._see_other_writers()
+        serial = self._serials()
         record = self.record_for(key)
         asked = head
         appends = m.binding.appends(head.model)
@@ -439,7 +446,6 @@ class Compiler:
             budget,
             m.reasoning.erase_serial() if m.reasoning is not None else 0,
         )
-        serial = m.store.change_serial(m.namespace)
         repeat = key in self._states or key in self._windows
         if not repeat:  # about to be built from the store: the previous newest is compacted
             _resident.admit(self, key)

@@ -292,9 +292,11 @@ class MemoryStore:
             changes = self._space(namespace).changes
             return int(changes[-1][0]) if changes else 0
 
-    def binding_serial(self, namespace: str) -> int:
+    def serials(self, namespace: str) -> tuple[int, int]:
         with self._lock:
-            return self._binding_serials.get(namespace, 0)
+            changes = self._space(namespace).changes
+            edits = int(changes[-1][0]) if changes else 0
+            return edits, self._binding_serials.get(namespace, 0)
 
     def _bump_binding(self, namespace: str) -> None:
         self._binding_serials[namespace] = self._binding_serials.get(namespace, 0) + 1

@@ -598,12 +598,15 @@ class PostgresStore:
             ).fetchone()
         return int(row[0] or 0) if row else 0
 
-    def binding_serial(self, namespace: str) -> int:
+    def serials(self, namespace: str) -> tuple[int, int]:
+        """The change serial and the binding serial, in one round trip."""
         with self._reading(namespace) as conn:
             row = conn.execute(
-                "SELECT serial FROM binding_serials WHERE ns = %s", (namespace,)
+                "SELECT (SELECT max(serial) FROM changes WHERE ns = %s), "
+                "(SELECT serial FROM binding_serials WHERE ns = %s)",
+                (namespace, namespace),
             ).fetchone()
-        return int(row[0]) if row else 0
+        return (int(row[0] or 0), int(row[1] or 0)) if row else (0, 0)
 
     def changed_since(self, namespace: str, serial: int) -> int | None:
         with self._reading(namespace) as conn:

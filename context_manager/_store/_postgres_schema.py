@@ -87,7 +87,7 @@ MIGRATIONS: tuple[str, ...] = (
     INSERT INTO release_history (ns, branch, message_id, from_block, at_seq)
         SELECT ns, branch, message_id, from_block, at_seq FROM releases;
     """,
-    # 6: how many binding-record writes each agent has had (``binding_serial``), as SQLite's 9.
+    # 6: how many binding-record writes each agent has had (``serials``), as SQLite's 9.
     """
     CREATE TABLE binding_serials (ns text PRIMARY KEY, serial bigint NOT NULL);
     """,

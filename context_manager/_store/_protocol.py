@@ -190,11 +190,13 @@ class Store(Protocol):
 
     def change_serial(self, namespace: str) -> int: ...
 
-    def binding_serial(self, namespace: str) -> int:
-        """How many binding-record writes (``commit_binding``, ``add_release``) the agent
-        ``namespace`` has had, from any process or host: each adds exactly one, in its own
-        transaction. A compiler keeping a render compares it to see another writer's releases,
-        reports and anchors. (A store without it is read as never written elsewhere.)"""
+    def serials(self, namespace: str) -> tuple[int, int]:
+        """``(change serial, binding serial)`` of the agent ``namespace``, read together (one
+        round trip, at every compile). The binding serial counts the agent's binding-record
+        writes (``commit_binding``, ``add_release``) from any process or host: each adds exactly
+        one, in its own transaction. A compiler keeping a render compares it to see another
+        writer's releases, reports and anchors. A store without this method is read with
+        ``change_serial`` alone, as never written elsewhere."""
         ...
 
     def changed_since(self, namespace: str, serial: int) -> int | None: ...

@@ -123,7 +123,7 @@ MIGRATIONS: tuple[str, ...] = (
         SELECT ns, branch, message_id, from_block, at_seq FROM releases;
     """,
     # 9: how many binding-record writes each agent has had, so a process that keeps a render
-    # sees another process's releases and reports (``binding_serial``).
+    # sees another process's releases and reports (``serials``).
     """
     CREATE TABLE binding_serials (ns TEXT PRIMARY KEY, serial INTEGER NOT NULL);
     """,
@@ -462,9 +462,13 @@ class SQLiteStore:
         rows = self._query("SELECT max(serial) FROM changes WHERE ns = ?", (namespace,))
         return int(rows[0][0] or 0)
 
-    def binding_serial(self, namespace: str) -> int:
-        rows = self._query("SELECT serial FROM binding_serials WHERE ns = ?", (namespace,))
-        return int(rows[0][0]) if rows else 0
+    def serials(self, namespace: str) -> tuple[int, int]:
+        rows = self._query(
+            "SELECT (SELECT max(serial) FROM changes WHERE ns = ?), "
+            "(SELECT serial FROM binding_serials WHERE ns = ?)",
+            (namespace, namespace),
+        )
+        return int(rows[0][0] or 0), int(rows[0][1] or 0)
 
     def changed_since(self, namespace: str, serial: int) -> int | None:
         rows = self._query(
