@@ -166,6 +166,7 @@ def build_report(
     small, large = min(steady), max(steady)
     sdk = side_by_side["sdk_create"]
     reopens = side_by_side["reopen"]
+    cold_reopens = side_by_side.get("reopen_cold", {})
     resident = side_by_side["resident"]
     ratios = {
         "flatness": steady[large] / steady[small],
@@ -180,6 +181,8 @@ def build_report(
         "reopen_flatness_per_message": _per_message_flatness(reopens, details, small, large),
         "cache_bytes_per_agent": float(resident["cache_bytes_per_agent"]),
         "evicted_compile_vs_sdk": side_by_side["evicted_compile"] / sdk,
+        "evicted_cold_vs_sdk": side_by_side.get("evicted_compile_cold", 0.0) / sdk,
+        "reopen_cold_vs_sdk": cold_reopens.get(str(side_by_side["size"]), 0.0) / sdk,
         "append_kept": float(append["append_kept"]),
     }
     share = cache["compiler"].read_share
@@ -382,6 +385,17 @@ def _side_by_side_rows(side: Mapping[str, Any]) -> list[tuple[str, str]]:
         (
             f"First compile after the cached render was dropped {at}",
             _seconds(side["evicted_compile"]),
+        ),
+        (
+            f"The same, render snapshots off (rendered from the stored messages) {at}",
+            _seconds(side.get("evicted_compile_cold", 0.0)),
+        ),
+        *(
+            (
+                f"Reopen at {int(size):,} messages, render snapshots off",
+                _seconds(seconds),
+            )
+            for size, seconds in side.get("reopen_cold", {}).items()
         ),
         (
             f"Memory per resident agent {at} ({resident['agents']} agents, RSS growth)",

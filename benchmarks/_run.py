@@ -7,17 +7,18 @@ sizes so a change in the machine's load falls on every size, and both sides of a
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import functools
 import multiprocessing
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-from context_manager import Passthrough, Window
+from context_manager import Passthrough, Window, set_render_snapshots
 
 from ._append import append_figures
 from ._cache import CacheConfig, cache_sessions
@@ -49,6 +50,16 @@ FOLD_KEEP_SHARE = 4
 PROBE_SEED_SALT = 7_919
 """Probes continue a snapshot with their own (seeded) words, apart from the generator's."""
 
+
+
+@contextlib.contextmanager
+def snapshots_off() -> Iterator[None]:
+    """Render snapshots off meanwhile: compiles render from the stored messages."""
+    set_render_snapshots(False)
+    try:
+        yield
+    finally:
+        set_render_snapshots(True)
 
 @attrs.frozen
 class Config:
@@ -267,6 +278,8 @@ def _run(config: Config, place: Place, progress: Progress | None, work: Path) ->
     sdk_samples, body_bytes = sdk_create(request, config.sdk_repeats)
     head_change_at = median(head_change_compile(probes[at], config.worst_repeats))
     evicted = median(evicted_compile(probes[at], config.worst_repeats))
+    with snapshots_off():  # the same compile rendering the window from the stored messages
+        evicted_cold = median(evicted_compile(probes[at], config.worst_repeats))
     for probe in probes.values():
         probe.store.close()
 
@@ -279,6 +292,13 @@ def _run(config: Config, place: Place, progress: Progress | None, work: Path) ->
         )
         for size in sorted(config.sizes)
     }
+    with snapshots_off():  # a restart with no usable snapshot (its first run, or a crash)
+        reopens_cold = {
+            size: median(
+                reopen(places[size].open, AGENT, strategy, history.head, config.reopen_repeats)
+            )
+            for size in sorted(config.sizes)
+        }
     reopened = reopens[largest]
     say(f"resident agents: memory of compiled windows at {at:,}, in a child process")
     with concurrent.futures.ProcessPoolExecutor(
@@ -312,7 +332,9 @@ def _run(config: Config, place: Place, progress: Progress | None, work: Path) ->
             "steady": median(steady[at]),
             "head_change": head_change_at,
             "evicted_compile": evicted,
+            "evicted_compile_cold": evicted_cold,
             "reopen": {str(size): seconds for size, seconds in reopens.items()},
+            "reopen_cold": {str(size): seconds for size, seconds in reopens_cold.items()},
             "resident": resident,
         },
         details={

@@ -16,6 +16,7 @@ from ._binding._drops import (
 )
 from ._compile._caching import Caching
 from ._compile._resident import render_cache_bytes, render_cache_limit, set_render_cache_limit
+from ._compile._snapshot import set_render_snapshots
 from ._compile._strategies import Fold, Passthrough, Window, estimate_tokens
 from ._compile._tokens import ApiTokenCounter
 from ._manager import ContextManager
@@ -141,6 +142,7 @@ __all__ = [
     "render_cache_bytes",
     "render_cache_limit",
     "set_render_cache_limit",
+    "set_render_snapshots",
     "usage_of",
     "warn_if_reasoning_unconfigured",
 ]

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import structlog
+from helpers import snapshots_off
 from postgres_server import Server, drop_schema, fresh_schema
 from postgres_server import start as start_postgres
 
@@ -88,6 +89,28 @@ def store(request: pytest.FixtureRequest) -> Iterator[Store]:
         yield made
     finally:
         made.close()
+
+
+@pytest.fixture(params=STORES)
+def two_hosts(request: pytest.FixtureRequest) -> Iterator[tuple[Store, Store]]:
+    """Two store objects on one fresh database, as two hosts (or a host and its restart) open
+    it: two ``SQLiteStore`` on one file, two ``PostgresStore`` on one schema; the one
+    ``MemoryStore`` twice (it lives in one process)."""
+    first = make_store(request.param, request)
+    second = first if request.param == "memory" else make_store(request.param, request)
+    try:
+        yield first, second
+    finally:
+        first.close()
+        if second is not first:
+            second.close()
+
+
+@pytest.fixture
+def no_render_snapshots() -> Iterator[None]:
+    """Render snapshots off for one test (every re-render reads the stored messages)."""
+    with snapshots_off():
+        yield
 
 
 # Hypothesis profiles (reliability, issue 9). Registered here, before the plugin reads

@@ -4,13 +4,14 @@ Readers of what a user can see: a request's texts and thinking, a context's mess
 ``[reasoning]`` notices. Simulator helpers: ``sdk_client`` (the real SDK client in-process or over
 the loopback server), ``wire_reply`` (a reply as the assistant message a client sends back) and
 ``transformations`` (a reply's ``input_transformations`` as ``(type, path, reason)`` triples),
-``invalid_calls`` (every call the simulator refused or whose request does not verify).
-Builders: ``THINKING_HEAD`` and its tools, ``PROBE_HEAD`` (one ``probe`` tool, a model that takes
-system messages) and ``head_json``, ``calling_script`` (a simulator script that calls a
-tool when asked), ``runtime_on`` (a runtime on the simulator's SDK client), ``StoreWithout`` (a
-store that predates some protocol methods). Command line: ``cli``
-(the program in a subprocess, never the real API) and ``snapshot`` (a folder's files, to show
-nothing was written). They assert nothing, so a test's meaning stays in the test.
+``invalid_calls`` (every call the simulator refused or whose request does not verify). Builders:
+``THINKING_HEAD`` and its tools, ``PROBE_HEAD`` (one ``probe`` tool, a model that takes system
+messages) and ``head_json``, ``calling_script`` (a simulator script that calls a tool when asked),
+``runtime_on`` (a runtime on the simulator's SDK client), ``StoreWithout`` (a store that predates
+some protocol methods), ``signed_conversation`` (questions the simulator answers with signed
+thinking) and ``replies_with_thinking``, ``snapshots_off``. Command line: ``cli`` (the program in
+a subprocess, never the real API) and ``snapshot`` (a folder's files, to show nothing was
+written). They assert nothing, so a test's meaning stays in the test.
 """
 
 from __future__ import annotations
@@ -19,14 +20,23 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
 import anthropic
 
-from context_manager import REASONING_LOSS_KIND, ContextManager, Head, MemoryStore, Store, TextBlock
+from context_manager import (
+    REASONING_LOSS_KIND,
+    CompileResult,
+    ContextManager,
+    Head,
+    MemoryStore,
+    Store,
+    TextBlock,
+    set_render_snapshots,
+)
 from context_manager._model import strip_cache_control
 from context_manager.runtime import Agent, RetryPolicy, Runtime
 from context_manager.simulator import Simulator
@@ -202,6 +212,34 @@ def cli(*args: object, stdin: str | None = None) -> subprocess.CompletedProcess[
         timeout=60,
         env=CLI_ENV,
     )
+
+
+async def signed_conversation(sim: Simulator, cm: ContextManager, turns: int) -> list[str]:
+    """``turns`` questions, each answered by ``sim`` with signed thinking (compiled under
+    ``THINKING_HEAD`` and recorded), then one more question; the replies' ids."""
+    client = sim.client()
+    replies = []
+    for n in range(turns):
+        cm.add_message("user", f"question {n}")
+        result = cm.compile(THINKING_HEAD)
+        replies.append(cm.record_reply(await client.beta.messages.create(**result.request), result))
+    cm.add_message("user", "and now?")
+    return replies
+
+
+def replies_with_thinking(result: CompileResult) -> list[str]:
+    """Stored ids of the replies whose thinking ``result`` sends, oldest first."""
+    return [s.message_id for e in result.provenance for s in e.sources if s.signatures]
+
+
+@contextmanager
+def snapshots_off() -> Iterator[None]:
+    """Render snapshots off meanwhile (every re-render reads the stored messages)."""
+    set_render_snapshots(False)
+    try:
+        yield
+    finally:
+        set_render_snapshots(True)
 
 
 class StoreWithout:

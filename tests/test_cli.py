@@ -342,6 +342,7 @@ def test_an_older_schema_is_read_without_migrating_the_file(two_agents: Path) ->
     db.execute("DROP TABLE anchored_heads")  # what schema 6 added
     db.execute("DROP TABLE release_history")  # what schema 8 added (7 is left_out's)
     db.execute("DROP TABLE binding_serials")  # what schema 9 added
+    db.execute("DROP TABLE renders")  # what schema 10 added
     db.execute("PRAGMA user_version = 1")
     db.commit()
     db.close()

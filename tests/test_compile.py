@@ -656,6 +656,7 @@ class StampCountingStore(MemoryStore):
         return super().stamps(namespace, message_ids)
 
 
+@pytest.mark.usefixtures("no_render_snapshots")  # the render from the store is what is read
 def test_a_re_render_reads_no_stamp_of_a_reply_whose_thinking_is_released_and_reported() -> None:
     store = StampCountingStore()
     cm = ContextManager.open(store, namespace="ada")

@@ -3,11 +3,12 @@
 One agent runs turns (0-3 tool rounds) while the host changes its tools, system text, model and
 settings, folds, sets a window (shedding the oldest thinking first, or only jumping), edits
 earlier messages, forks, branches at an earlier reply (``branch_at``, after folds and drops),
-switches and deletes branches, releases reasoning, and makes the simulator drop chosen blocks
-(each reason). Each example draws a model check: the documented table (the library's
-``documented_readability`` against the simulator's own) or a random readability table given to
-both (``ThinkingBinding(reads=...)``, ``Simulator(readability=...)``). After every step four
-invariants are checked against the simulator's own records:
+switches and deletes branches, releases reasoning, drops its kept renders (a compile then restores
+the stored render snapshot, and must send what a render from the stored messages sends), and makes
+the simulator drop chosen blocks (each reason). Each example draws a model check: the documented
+table (the library's ``documented_readability`` against the simulator's own) or a random
+readability table given to both (``ThinkingBinding(reads=...)``, ``Simulator(readability=...)``).
+After every step four invariants are checked against the simulator's own records:
 
 1. No sent block fails on its own: ``sim.verify`` passes every block of every request, so each
    ``prefix_binding_mismatch`` the simulator reported follows a forced drop in the same request.
@@ -44,6 +45,7 @@ from typing import Any
 import attrs
 import pytest
 import structlog
+from helpers import snapshots_off
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -111,6 +113,12 @@ model pairs given to both (``ThinkingBinding(reads=...)``, ``Simulator(readabili
 
 WINDOWS = (0, 300, 700, 1500)
 """A ``Window``'s ``max_tokens`` (0: none), so shedding and jumps happen under pressure."""
+
+
+def _strip_of(result: CompileResult) -> ThinkingStrip | None:
+    """A compile's strip without its compile id (each compile has its own)."""
+    strip = result.thinking_strip
+    return None if strip is None else attrs.evolve(strip, compile_id="")
 
 
 def _table(pairs: frozenset[tuple[int, int]]) -> Readability:
@@ -735,6 +743,26 @@ class ReliabilityMachine(RuleBasedStateMachine):
         if self.incident is not None and self.incident[0] == key:
             self.incident = None
         assert self.runtime.teller.told_count(AGENT, key) == 0
+
+    @rule(then=THEN)
+    def drop_kept_renders(self, then: TurnSpec | None) -> None:
+        """The host drops every kept render (the per-process bound, or a restart): a compile
+        then restores the stored snapshot where nothing it depended on changed, and must send
+        exactly what a render from the stored messages sends."""
+        STATS["rule:drop_kept_renders"] += 1
+        if not self.fold_armed:  # a dry compile would fold
+            head = self.agent.head
+            self.cm.forget_cache()
+            restored = self.cm.compile(head, dry_run=True)
+            self.cm.forget_cache()
+            with snapshots_off():
+                cold = self.cm.compile(head, dry_run=True)
+            assert restored.request == cold.request
+            assert restored.provenance == cold.provenance
+            assert restored.tokens == cold.tokens
+            assert _strip_of(restored) == _strip_of(cold)
+        self.cm.forget_cache()
+        self._turn(then)
 
     @rule(arg=st.integers(0, 10_000), then=THEN)
     def release(self, arg: int, then: TurnSpec | None) -> None:

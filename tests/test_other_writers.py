@@ -9,47 +9,19 @@ Requests go through the real SDK client to the simulator, which judges each one.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-from conftest import STORES, make_store
-from helpers import THINKING_HEAD, StoreWithout, invalid_calls
+from helpers import (
+    THINKING_HEAD,
+    StoreWithout,
+    invalid_calls,
+    replies_with_thinking,
+    signed_conversation,
+)
 from structlog.testing import capture_logs
 
-from context_manager import CompileResult, ContextManager, MemoryStore, Store
+from context_manager import ContextManager, MemoryStore, Store
 from context_manager.simulator import PREFIX_MISMATCH, Simulator
 
 OTHER_WRITER = "binding_written_elsewhere"
-
-
-@pytest.fixture(params=STORES)
-def two_hosts(request: pytest.FixtureRequest) -> Iterator[tuple[Store, Store]]:
-    """Two store objects on one database (the one ``MemoryStore`` twice: it is per process)."""
-    first = make_store(request.param, request)
-    second = first if request.param == "memory" else make_store(request.param, request)
-    try:
-        yield first, second
-    finally:
-        first.close()
-        if second is not first:
-            second.close()
-
-
-def replies_with_thinking(result: CompileResult) -> list[str]:
-    """Stored ids of the replies whose thinking ``result`` sends, oldest first."""
-    return [s.message_id for e in result.provenance for s in e.sources if s.signatures]
-
-
-async def conversation(sim: Simulator, cm: ContextManager, turns: int) -> list[str]:
-    """``turns`` questions, each answered by the simulator with signed thinking; their ids."""
-    client = sim.client()
-    replies = []
-    for n in range(turns):
-        cm.add_message("user", f"question {n}")
-        result = cm.compile(THINKING_HEAD)
-        replies.append(cm.record_reply(await client.beta.messages.create(**result.request), result))
-    cm.add_message("user", "and now?")
-    return replies
 
 
 async def test_thinking_another_host_released_is_not_sent_from_a_kept_render(
@@ -58,7 +30,7 @@ async def test_thinking_another_host_released_is_not_sent_from_a_kept_render(
     first, second = two_hosts
     sim = Simulator()
     a = ContextManager.open(first, namespace="ada")
-    replies = await conversation(sim, a, 3)
+    replies = await signed_conversation(sim, a, 3)
     assert replies_with_thinking(a.compile(THINKING_HEAD)) == replies  # kept by host A
 
     b = ContextManager.open(second, namespace="ada")
@@ -85,7 +57,7 @@ async def test_a_drop_another_host_placed_is_not_sent_again_by_a_host_that_kept_
     sim = Simulator()
     client = sim.client()
     a = ContextManager.open(first, namespace="ada")
-    replies = await conversation(sim, a, 3)
+    replies = await signed_conversation(sim, a, 3)
     a.compile(THINKING_HEAD)
 
     b = ContextManager.open(second, namespace="ada")
@@ -112,7 +84,7 @@ async def test_a_hosts_own_releases_and_commits_never_read_as_another_writers() 
     sim = Simulator()
     cm = ContextManager.open(MemoryStore(), namespace="ada")
     with capture_logs() as logs:
-        replies = await conversation(sim, cm, 3)
+        replies = await signed_conversation(sim, cm, 3)
         cm.release_thinking(replies[0])
         cm.compile(THINKING_HEAD)
         cm.add_message("user", "more")
@@ -124,7 +96,7 @@ async def test_a_hosts_own_releases_and_commits_never_read_as_another_writers() 
 async def test_a_store_without_binding_serials_still_compiles_and_releases() -> None:
     store = StoreWithout("serials")  # written before serials
     cm = ContextManager.open(store, namespace="ada")  # type: ignore[arg-type]
-    replies = await conversation(Simulator(), cm, 2)
+    replies = await signed_conversation(Simulator(), cm, 2)
     cm.release_thinking(replies[0])
 
     assert replies_with_thinking(cm.compile(THINKING_HEAD)) == replies[1:]

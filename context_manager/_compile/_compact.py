@@ -1,30 +1,43 @@
 """A cached render kept compact: one compressed ``bytes`` object instead of Python objects.
 
 ``CompactRender.of(state)`` pickles a ``RenderState`` (messages, provenance, spans, strips and
-the rest, everything a later compile extends; the per-message objects as plain tuples) and
-compresses it; ``restore()`` gives back a
-``RenderState`` equal to the one kept, so a compile from it builds exactly the request a compile
-from the hot render would. A compact render holds no reference into the hot one (a restored
-state shares nothing with the state it was made from). Pure: no store, no process state. The
-bytes are made and read in this process only (never stored, never sent), so unpickling them
-runs nothing but this library's own classes.
+the rest, everything a later compile extends; every object of this library as a plain tuple)
+and compresses it; ``restore()`` gives back a ``RenderState`` equal to the one kept, so a
+compile from it builds exactly the request a compile from the hot render would. A compact
+render holds no reference into the hot one (a restored state shares nothing with the state it
+was made from). Its bytes hold built-in values only, and ``restore`` refuses any class while
+unpickling, so bytes read back from a store (``_snapshot``) can make no object and run no code.
+Pure: no store, no process state.
 """
 
 from __future__ import annotations
 
+import io
 import pickle
 import zlib
+from typing import Any
 
 import attrs
 
 from context_manager._model._results import ProvenanceEntry, Source
 
-from ._render import RenderState, Span
+from ._render import RenderState, Span, StripEntry
 from ._resident import paused_collector
 
 LEVEL = 1
 """zlib's fastest level: a window's pickle (about its wire bytes) shrinks three- to fourfold in
 a few milliseconds; higher levels gain little on this kind of text and cost several times more."""
+
+
+class NotARender(ValueError):
+    """The bytes are not a compact render this library made (damaged, or naming a class)."""
+
+
+class _BuiltinsOnly(pickle.Unpickler):
+    """Unpickles built-in values only: any class or function named in the bytes is refused."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        raise NotARender(f"a compact render names no class, found {module}.{name}")
 
 
 @attrs.frozen
@@ -46,20 +59,33 @@ class CompactRender:
             for entry in state.provenance
         ]
         fields["spans"] = [(span.sequence, span.tokens, span.clean) for span in state.spans]
+        fields["unreported"] = [attrs.astuple(e, recurse=False) for e in state.unreported]
+        fields["left_out"] = {k: attrs.astuple(e, recurse=False) for k, e in state.left_out.items()}
         raw = pickle.dumps(fields, protocol=pickle.HIGHEST_PROTOCOL)
         return cls(zlib.compress(raw, LEVEL), state.change_serial, state.last_sequence, len(raw))
 
     @paused_collector
     def restore(self) -> RenderState:
         """A new ``RenderState`` equal to the one compacted (the collector paused meanwhile:
-        everything unpickled stays alive)."""
-        fields = pickle.loads(zlib.decompress(self.blob))
-        fields["provenance"] = [
-            ProvenanceEntry(kind, tuple(Source(*source) for source in sources))
-            for kind, sources in fields["provenance"]
-        ]
-        fields["spans"] = [Span(*span) for span in fields["spans"]]
-        return RenderState(**fields)
+        everything unpickled stays alive).
+
+        Raises:
+            NotARender: the bytes do not decompress, or do not hold a render's fields.
+        """
+        try:
+            fields = _BuiltinsOnly(io.BytesIO(zlib.decompress(self.blob))).load()
+            fields["provenance"] = [
+                ProvenanceEntry(kind, tuple(Source(*source) for source in sources))
+                for kind, sources in fields["provenance"]
+            ]
+            fields["spans"] = [Span(*span) for span in fields["spans"]]
+            fields["unreported"] = [StripEntry(*e) for e in fields["unreported"]]
+            fields["left_out"] = {k: StripEntry(*e) for k, e in fields["left_out"].items()}
+            return RenderState(**fields)
+        except NotARender:
+            raise
+        except Exception as err:  # damaged bytes fail in many ways; each is the same refusal
+            raise NotARender(f"not a compact render: {err!r:.200}") from err
 
     @property
     def nbytes(self) -> int:

@@ -44,10 +44,10 @@ from context_manager._model._usage import reply_extra
 from context_manager._reasoning._capture import ReasoningCapture
 from context_manager._store._protocol import AnchoredHead, Lineage, Release, Store
 
-from . import _resident
+from . import _resident, _snapshot
 from ._append import Change, Sent, head_json, plan_change, request_head
 from ._caching import Caching, place_breakpoints
-from ._compact import CompactRender
+from ._compact import CompactRender, NotARender
 from ._fold import (
     SUMMARY_KIND,
     FoldRequest,
@@ -72,7 +72,7 @@ from ._render import (
 )
 from ._selection import jump_anchor, required_tokens
 from ._shed import plan_shed
-from ._strategies import Fold, Strategy, Window
+from ._strategies import Fold, Strategy, Window, estimate_tokens
 from ._tokens import request_tokens
 
 log = library_logger("context_manager.compile")
@@ -295,8 +295,95 @@ class Compiler:
             return None
         if self._states.get(key) is entry:  # not compiled meanwhile (another thread)
             self._states[key] = (entry[0], compact)
+            # an idle branch: what waking it (here or in a restarted host) restores
+            self._save_snapshot(key, entry[0], compact)
         self._release_unused()
         return compact.nbytes
+
+    # render snapshots (``_snapshot``)
+    def _snapshots(self) -> bool:
+        """Whether this compiler saves and loads render snapshots: the store keeps them, the
+        binding serial is known, and nothing outside the store shaped the render (a reasoning
+        sidecar, an estimator of the host's own)."""
+        m = self.manager
+        return (
+            _snapshot.enabled()
+            and self._binding_serial is not None
+            and m.reasoning is None
+            and m.estimator is estimate_tokens
+            and callable(getattr(m.store, "load_render", None))
+            and callable(getattr(m.store, "save_render", None))
+            and _snapshot.code_digest() is not None
+        )
+
+    def _load_snapshot(
+        self, key: str, cache_key: _CacheKey, serial: int, lineage: Lineage
+    ) -> bool:
+        """Keep branch ``key``'s stored snapshot as its cached render, compact, when it is
+        usable now (``_snapshot.usable``). Never fails the compile: a failing store or a
+        snapshot that does not match reads as none."""
+        if not self._snapshots():
+            return False
+        m = self.manager
+        try:
+            saved = m.store.load_render(m.namespace, key)
+        except Exception as err:
+            log.info("render_snapshot_unread", branch=key, error=repr(err)[:200])
+            return False
+        if saved is None:
+            return False
+        assert self._binding_serial is not None
+        compact = _snapshot.usable(
+            saved[0],
+            saved[1],
+            branch=key,
+            lineage=lineage,
+            change_serial=serial,
+            binding_serial=self._binding_serial,
+            cache_key=_snapshot.cache_key_name(cache_key),
+            code=_snapshot.code_digest() or "",
+        )
+        if compact is None:
+            return False
+        self._states[key] = (cache_key, compact)
+        return True
+
+    def _save_snapshot(
+        self,
+        key: str,
+        cache_key: _CacheKey,
+        render: RenderState | CompactRender,
+        lineage: Lineage | None = None,
+    ) -> None:
+        """Save branch ``key``'s render as its snapshot (compacting it when hot). Never fails
+        the compile: a failing store is logged, and the next restart renders from the store."""
+        if not self._snapshots():
+            return
+        m = self.manager
+        try:
+            lineage = m.lineage(key) if lineage is None else lineage
+            compact = render if isinstance(render, CompactRender) else CompactRender.of(render)
+            assert self._binding_serial is not None
+            saved = _snapshot.header(
+                branch=key,
+                lineage=lineage,
+                binding_serial=self._binding_serial,
+                cache_key=_snapshot.cache_key_name(cache_key),
+                compact=compact,
+                code=_snapshot.code_digest() or "",
+            )
+            m.store.save_render(m.namespace, key, saved, compact.blob)
+        except Exception as err:
+            log.info("render_snapshot_unsaved", branch=key, error=repr(err)[:200])
+
+    def _window_releases(self, state: RenderState, record: BindingRecord, key: str) -> None:
+        """Read the releases of every message a restored snapshot rendered (as its render
+        would have): a re-render later in this compile (a shed, a jump) judges by them."""
+        unknown = [mid for mid in state.sequences if mid not in record.looked_up]
+        if unknown:
+            m = self.manager
+            record.releases.update(m.store.releases(m.namespace, key, unknown))
+            record.looked_up.update(unknown)
 
     def _release_unused(self) -> None:
         """No hot render is kept: neither are the stamps it judged by (re-read on demand)."""
@@ -447,9 +534,19 @@ class Compiler:
             m.reasoning.erase_serial() if m.reasoning is not None else 0,
         )
         repeat = key in self._states or key in self._windows
+        snapshot = False
         if not repeat:  # about to be built from the store: the previous newest is compacted
             _resident.admit(self, key)
-        state = self._extend_cached(key, cache_key, serial, ctx, lineage, dry_run)
+            snapshot = self._load_snapshot(key, cache_key, serial, lineage)
+        try:
+            state = self._extend_cached(key, cache_key, serial, ctx, lineage, dry_run)
+        except NotARender as err:  # a snapshot whose bytes are not a render: render instead
+            log.warning("render_snapshot_refused", branch=key, error=str(err))
+            self._states.pop(key, None)
+            state, snapshot = None, False
+        if snapshot and state is not None:
+            self._window_releases(state, record, key)
+            log.debug("render_snapshot_restored", branch=key, messages=len(state.messages))
         limit = self._window_limit(budget)
         if state is None:
             state = self._full_render(ctx, lineage, record, serial, windowed=limit)
@@ -620,6 +717,8 @@ class Compiler:
                 self._states.pop(key, None)
             else:
                 self._states[key] = (cache_key, state)
+                if not repeat and not snapshot:  # rendered from the stored messages
+                    self._save_snapshot(key, cache_key, state, lineage)
         result = CompileResult(
             request=body,
             provenance=tuple(provenance) + _tail_provenance(body, state),

@@ -86,6 +86,7 @@ class MemoryStore:
         self._sequence = 0
         self._serial = 0
         self._binding_serials: dict[str, int] = {}
+        self._renders: dict[tuple[str, str], tuple[str, bytes]] = {}
 
     def _space(self, namespace: str) -> _Namespace:
         space = self._spaces.get(namespace)
@@ -291,6 +292,14 @@ class MemoryStore:
         with self._lock:
             changes = self._space(namespace).changes
             return int(changes[-1][0]) if changes else 0
+
+    def save_render(self, namespace: str, branch: str, header: str, blob: bytes) -> None:
+        with self._lock:
+            self._renders[(namespace, branch)] = (header, bytes(blob))
+
+    def load_render(self, namespace: str, branch: str) -> tuple[str, bytes] | None:
+        with self._lock:
+            return self._renders.get((namespace, branch))
 
     def serials(self, namespace: str) -> tuple[int, int]:
         with self._lock:

@@ -598,6 +598,24 @@ class PostgresStore:
             ).fetchone()
         return int(row[0] or 0) if row else 0
 
+    def save_render(self, namespace: str, branch: str, header: str, blob: bytes) -> None:
+        """One upsert, without the agent's lock: derived data, never worth a wait."""
+        with self._connection() as conn:
+            conn.execute(
+                "INSERT INTO renders (ns, branch, header, blob) VALUES (%s, %s, %s, %s) "
+                "ON CONFLICT (ns, branch) DO UPDATE SET header = excluded.header, "
+                "blob = excluded.blob",
+                (namespace, branch, header, blob),
+            )
+
+    def load_render(self, namespace: str, branch: str) -> tuple[str, bytes] | None:
+        with self._reading(namespace) as conn:
+            row = conn.execute(
+                "SELECT header, blob FROM renders WHERE ns = %s AND branch = %s",
+                (namespace, branch),
+            ).fetchone()
+        return (str(row[0]), bytes(row[1])) if row else None
+
     def serials(self, namespace: str) -> tuple[int, int]:
         """The change serial and the binding serial, in one round trip."""
         with self._reading(namespace) as conn:

@@ -91,6 +91,11 @@ MIGRATIONS: tuple[str, ...] = (
     """
     CREATE TABLE binding_serials (ns text PRIMARY KEY, serial bigint NOT NULL);
     """,
+    # 7: each branch's render snapshot (derived data), as SQLite's 10.
+    """
+    CREATE TABLE renders (ns text NOT NULL, branch text NOT NULL, header text NOT NULL,
+        blob bytea NOT NULL, PRIMARY KEY (ns, branch));
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

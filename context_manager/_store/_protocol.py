@@ -205,6 +205,16 @@ class Store(Protocol):
         self, namespace: str, message_ids: Sequence[MessageId]
     ) -> dict[MessageId, dict[str, Any]]: ...
 
+    def save_render(self, namespace: str, branch: str, header: str, blob: bytes) -> None:
+        """Keep the branch's render snapshot (one per branch: it replaces the last). Derived
+        data, never the transcript: losing it costs one render. A store without this method
+        (or ``load_render``) keeps none."""
+        ...
+
+    def load_render(self, namespace: str, branch: str) -> tuple[str, bytes] | None:
+        """The branch's render snapshot, ``(header, bytes)``, or ``None``."""
+        ...
+
     def find_signature(self, namespace: str, signature_digest: str) -> list[MessageId]: ...
 
     def binding_record(

@@ -127,6 +127,11 @@ MIGRATIONS: tuple[str, ...] = (
     """
     CREATE TABLE binding_serials (ns TEXT PRIMARY KEY, serial INTEGER NOT NULL);
     """,
+    # 10: each branch's render snapshot (derived: a compile restores it instead of rendering).
+    """
+    CREATE TABLE renders (ns TEXT NOT NULL, branch TEXT NOT NULL, header TEXT NOT NULL,
+        blob BLOB NOT NULL, PRIMARY KEY (ns, branch));
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -461,6 +466,21 @@ class SQLiteStore:
     def change_serial(self, namespace: str) -> int:
         rows = self._query("SELECT max(serial) FROM changes WHERE ns = ?", (namespace,))
         return int(rows[0][0] or 0)
+
+    def save_render(self, namespace: str, branch: str, header: str, blob: bytes) -> None:
+        with self._transaction() as db:
+            db.execute(
+                "INSERT INTO renders (ns, branch, header, blob) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (ns, branch) DO UPDATE SET header = excluded.header, "
+                "blob = excluded.blob",
+                (namespace, branch, header, blob),
+            )
+
+    def load_render(self, namespace: str, branch: str) -> tuple[str, bytes] | None:
+        rows = self._query(
+            "SELECT header, blob FROM renders WHERE ns = ? AND branch = ?", (namespace, branch)
+        )
+        return (str(rows[0][0]), bytes(rows[0][1])) if rows else None
 
     def serials(self, namespace: str) -> tuple[int, int]:
         rows = self._query(

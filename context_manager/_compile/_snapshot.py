@@ -1,0 +1,159 @@
+"""Render snapshots: a branch's compact render kept in the store beside its transcript.
+
+A compile whose render was dropped (the per-process bound) or a restarted host's first compile
+restores the snapshot instead of rendering the window from the stored messages again, then goes
+on from it as from a kept render (new messages rendered, everything else checked as usual).
+
+Invariants:
+
+- A snapshot is used only when everything its render depended on is as it was when it was
+  written, all named in its header and compared for equality: this library's code (a digest of
+  its source), the branch and its lineage, the agent's change serial (edits) and binding serial
+  (releases, reports, anchors, from any host), and the render's cache key (the bound head
+  digests, the binding, the strategy, the budget). A value that cannot be named the same way in
+  another process (a function defined inside another, an object without a stable ``repr``) makes
+  its snapshot usable only by the process that wrote it. Any other doubt: render from the store.
+- A snapshot's bytes hold built-in values only; reading them refuses every class, so bytes
+  written by anyone else can make no object and run no code.
+- Pure functions; the compiler decides when to save and to load.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+from pathlib import Path
+from typing import Any
+
+import attrs
+from attrs import AttrsInstance
+
+from context_manager._store._protocol import Lineage
+
+from ._compact import CompactRender
+from ._render import RenderState
+
+FORMAT = 1
+"""Bumped whenever what a snapshot's bytes hold changes shape."""
+
+_PACKAGE = Path(__file__).resolve().parents[1]
+"""The ``context_manager`` package whose source the code digest covers."""
+
+_digest: list[str | None] = []
+"""This process's code digest, once computed (a list: no module-level ``global``)."""
+
+_switch: list[bool] = [True]
+
+
+def set_render_snapshots(enabled: bool) -> None:
+    """Save and restore render snapshots in this process (the default), or neither.
+
+    With them, a compile after a branch's cached render was dropped, and a restarted host's
+    first compile, restore the branch's render from the store when nothing it depended on has
+    changed; a render from the stored messages saves one (and so does compacting an idle
+    branch's render). Without them every such compile renders from the stored messages.
+    """
+    _switch[0] = bool(enabled)
+
+
+def enabled() -> bool:
+    """Whether render snapshots are on in this process."""
+    return _switch[0]
+
+
+def code_digest() -> str | None:
+    """A digest of this library's Python source (``None``: it cannot be read, so no snapshot).
+
+    Read once per process; a snapshot written by other code (another release, a local change)
+    never matches.
+    """
+    if not _digest:
+        try:
+            files = sorted(_PACKAGE.rglob("*.py"))
+            digest = hashlib.sha256()
+            for path in files:
+                digest.update(str(path.relative_to(_PACKAGE)).encode())
+                digest.update(path.read_bytes())
+            _digest.append(digest.hexdigest() if files else None)
+        except OSError:
+            _digest.append(None)
+    return _digest[0]
+
+
+def stable_name(value: object) -> str:
+    """A name for ``value`` that another process running the same code gives it too, where
+    possible: a module-level function or class by its qualified name; anything else by its
+    ``repr`` (an object's address in it keeps the name to this process)."""
+    if (inspect.isfunction(value) or inspect.isclass(value)) and "<" not in value.__qualname__:
+        return f"{value.__module__}.{value.__qualname__}"
+    return repr(value)
+
+
+def cache_key_name(key: AttrsInstance) -> str:
+    """The compiler's render cache key (an attrs instance) as one comparable string."""
+    return json.dumps([stable_name(v) for v in attrs.astuple(key, recurse=False)])
+
+
+def header(
+    *,
+    branch: str,
+    lineage: Lineage,
+    binding_serial: int,
+    cache_key: str,
+    compact: CompactRender,
+    code: str,
+) -> str:
+    """The header saved with ``compact``: everything a later compile compares before using it."""
+    return json.dumps(
+        {
+            "format": FORMAT,
+            "code": code,
+            "branch": branch,
+            "lineage": [list(segment) for segment in lineage],
+            "change_serial": compact.change_serial,
+            "binding_serial": binding_serial,
+            "cache_key": cache_key,
+            "last_sequence": compact.last_sequence,
+            "raw_size": compact.raw_size,
+            "fields": list(attrs.fields_dict(RenderState)),
+        },
+        sort_keys=True,
+    )
+
+
+def usable(
+    saved: str,
+    blob: bytes,
+    *,
+    branch: str,
+    lineage: Lineage,
+    change_serial: int,
+    binding_serial: int,
+    cache_key: str,
+    code: str,
+) -> CompactRender | None:
+    """The compact render a saved snapshot holds, when its header matches all of this exactly."""
+    try:
+        found = json.loads(saved)
+    except ValueError:
+        return None
+    if not isinstance(found, dict):
+        return None
+    expected: dict[str, Any] = {
+        "format": FORMAT,
+        "code": code,
+        "branch": branch,
+        "lineage": [list(segment) for segment in lineage],
+        "change_serial": change_serial,
+        "binding_serial": binding_serial,
+        "cache_key": cache_key,
+        "fields": list(attrs.fields_dict(RenderState)),
+    }
+    if any(found.get(name) != value for name, value in expected.items()):
+        return None
+    last, size = found.get("last_sequence"), found.get("raw_size")
+    if type(last) is not int or type(size) is not int:
+        return None
+    return CompactRender(bytes(blob), change_serial, last, size)
+

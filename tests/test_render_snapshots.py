@@ -1,0 +1,278 @@
+"""Render snapshots: a dropped or restarted render is restored from the store, never wrongly.
+
+A host whose kept render was dropped (``forget_cache``, the per-process bound) or that restarted
+gets, from its next compile, the very request a render from the stored messages would build;
+the snapshot is used only while nothing it depended on changed, and bytes that are not a render
+this library made are refused without running anything. Every store; requests go through the
+real SDK client to the simulator.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import (
+    THINKING_HEAD,
+    invalid_calls,
+    replies_with_thinking,
+    signed_conversation,
+    snapshots_off,
+    unmarked,
+)
+from structlog.testing import capture_logs
+
+from context_manager import (
+    CompileResult,
+    ContextManager,
+    Head,
+    MemoryStore,
+    Store,
+    Window,
+    blocks_to_wire,
+    estimate_tokens,
+    set_render_cache_limit,
+)
+from context_manager._compile._strategies import CHARS_PER_TOKEN
+from context_manager.simulator import Simulator
+
+RESTORED = "render_snapshot_restored"
+
+
+def events(logs: list[dict[str, Any]]) -> list[str]:
+    return [str(e["event"]) for e in logs]
+
+
+def cold(cm: ContextManager, head: Head = THINKING_HEAD) -> CompileResult:
+    """What a render from the stored messages alone sends now (a dry run, nothing kept)."""
+    cm.forget_cache()
+    try:
+        with snapshots_off():
+            return cm.compile(head, dry_run=True)
+    finally:
+        cm.forget_cache()
+
+
+async def test_a_compile_after_the_kept_render_was_dropped_restores_it_and_sends_the_same_request(
+    store: Store,
+) -> None:
+    sim = Simulator()
+    cm = ContextManager.open(store, namespace="ada")
+    await signed_conversation(sim, cm, 4)
+    kept = cm.compile(THINKING_HEAD)
+    expected = cold(cm)
+
+    with capture_logs() as logs:
+        again = cm.compile(THINKING_HEAD)
+
+    assert RESTORED in events(logs)
+    assert again.request == kept.request == expected.request
+    assert again.provenance == expected.provenance
+    await sim.client().beta.messages.create(**again.request)
+    assert invalid_calls(sim) == []
+
+
+async def test_a_restarted_host_restores_the_render_its_last_run_saved(
+    two_hosts: tuple[Store, Store],
+) -> None:
+    first, second = two_hosts
+    sim = Simulator()
+    await signed_conversation(sim, ContextManager.open(first, namespace="ada"), 3)
+    ContextManager.open(first, namespace="ada").compile(THINKING_HEAD)  # a render from the store
+    restarted = ContextManager.open(second, namespace="ada")
+
+    with capture_logs() as logs:
+        again = restarted.compile(THINKING_HEAD)
+
+    assert RESTORED in events(logs)
+    assert again.request == cold(restarted).request
+    await sim.client().beta.messages.create(**again.request)
+    assert invalid_calls(sim) == []
+
+
+def _edit(cm: ContextManager, other: ContextManager, replies: list[str]) -> Head:
+    first_question = cm.messages()[0].id
+    other.edit_message(first_question, "question 0, reworded")
+    return THINKING_HEAD
+
+
+def _release(cm: ContextManager, other: ContextManager, replies: list[str]) -> Head:
+    other.compile(THINKING_HEAD)
+    other.release_thinking(replies[0])
+    return THINKING_HEAD
+
+
+def _head(cm: ContextManager, other: ContextManager, replies: list[str]) -> Head:
+    return Head(
+        model=THINKING_HEAD.model,
+        system="You are Ada, on call tonight.",
+        tools=THINKING_HEAD.tools,
+        settings=THINKING_HEAD.settings,
+    )
+
+
+def _window(cm: ContextManager, other: ContextManager, replies: list[str]) -> Head:
+    cm.strategy = Window(max_tokens=60)
+    return THINKING_HEAD
+
+
+@pytest.mark.parametrize("change", [_edit, _release, _head, _window])
+async def test_a_snapshot_is_not_restored_once_what_it_depended_on_changed(
+    two_hosts: tuple[Store, Store],
+    change: Callable[[ContextManager, ContextManager, list[str]], Head],
+) -> None:
+    first, second = two_hosts
+    sim = Simulator()
+    cm = ContextManager.open(first, namespace="ada")
+    replies = await signed_conversation(sim, cm, 3)
+    cm.forget_cache()
+    cm.compile(THINKING_HEAD)  # a render from the store: its snapshot is saved
+    head = change(cm, ContextManager.open(second, namespace="ada"), replies)
+    expected = cold(cm, head)
+
+    with capture_logs() as logs:
+        again = cm.compile(head)
+
+    assert RESTORED not in events(logs)
+    assert again.request == expected.request
+    await sim.client().beta.messages.create(**again.request)
+    assert invalid_calls(sim) == []
+
+
+class _Runs:
+    """Unpickling this would create a file: the proof a snapshot ran code."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (os.mkdir, (self.path,))
+
+
+@pytest.mark.parametrize("kind", ["code", "damaged"])
+async def test_snapshot_bytes_that_are_not_a_render_are_refused_and_run_nothing(
+    kind: str, tmp_path: Path
+) -> None:
+    store = MemoryStore()
+    cm = ContextManager.open(store, namespace="ada")
+    await signed_conversation(Simulator(), cm, 2)
+    key = cm.current_branch_key()
+    saved = store.load_render("ada", key)
+    assert saved is not None
+    marker = tmp_path / "ran"
+    payload = {"messages": _Runs(str(marker))}
+    blob = zlib.compress(pickle.dumps(payload)) if kind == "code" else b"not a render at all"
+    store.save_render("ada", key, saved[0], blob)
+    expected = cold(cm)
+    store.save_render("ada", key, saved[0], blob)  # ``cold`` saved nothing (a dry run)
+
+    with capture_logs() as logs:
+        again = cm.compile(THINKING_HEAD)
+
+    assert not marker.exists()
+    assert "render_snapshot_refused" in events(logs)
+    assert RESTORED not in events(logs)
+    assert again.request == expected.request
+
+
+async def test_compacting_an_idle_branchs_render_saves_what_waking_it_restores() -> None:
+    store = MemoryStore()
+    sim = Simulator()
+    idle = ContextManager.open(store, namespace="ada")
+    await signed_conversation(sim, idle, 3)
+    idle.compile(THINKING_HEAD)  # steady compiles since the first: the snapshot lags behind
+    set_render_cache_limit(64 * 2**20, hot_bytes=0)
+    try:
+        busy = ContextManager.open(store, namespace="bob")
+        busy.add_message("user", "hello")
+        busy.compile(THINKING_HEAD)  # the newest render: ada's is compacted
+    finally:
+        set_render_cache_limit(64 * 2**20)
+    saved = store.load_render("ada", idle.current_branch_key())
+
+    assert saved is not None
+    assert json.loads(saved[0])["last_sequence"] == idle.branch_head()[1]
+    woken = ContextManager.open(store, namespace="ada")
+    with capture_logs() as logs:
+        again = woken.compile(THINKING_HEAD)
+    assert RESTORED in events(logs)
+    assert again.request == cold(woken).request
+
+
+@pytest.mark.usefixtures("no_render_snapshots")
+async def test_with_render_snapshots_off_none_is_saved(store: Store) -> None:
+    cm = ContextManager.open(store, namespace="ada")
+    await signed_conversation(Simulator(), cm, 2)
+    cm.forget_cache()
+    cm.compile(THINKING_HEAD)
+
+    assert store.load_render("ada", cm.current_branch_key()) is None
+
+
+class _FailingSnapshots(MemoryStore):
+    """A real store whose snapshot table is broken."""
+
+    def save_render(self, namespace: str, branch: str, header: str, blob: bytes) -> None:
+        raise OSError("disk full")
+
+    def load_render(self, namespace: str, branch: str) -> tuple[str, bytes] | None:
+        raise OSError("disk gone")
+
+
+async def test_a_store_failing_to_save_or_load_a_snapshot_never_fails_a_compile() -> None:
+    sim = Simulator()
+    cm = ContextManager.open(_FailingSnapshots(), namespace="ada")
+    with capture_logs() as logs:
+        await signed_conversation(sim, cm, 2)
+        cm.forget_cache()
+        again = cm.compile(THINKING_HEAD)
+
+    assert {"render_snapshot_unsaved", "render_snapshot_unread"} <= set(events(logs))
+    assert again.request == cold(cm).request
+
+
+async def test_a_restored_render_that_sheds_never_sends_thinking_released_before_the_snapshot(
+    two_hosts: tuple[Store, Store],
+) -> None:
+    """A shed after a restore re-renders the window: it judges by every release the window's
+    replies have, not only those of the messages stored since the snapshot."""
+    first, second = two_hosts
+    sim = Simulator()
+    cm = ContextManager.open(first, namespace="ada")
+    replies = await signed_conversation(sim, cm, 5)
+    cm.release_thinking(replies[0])  # the oldest: every later block stays valid
+    rendered = sum(
+        estimate_tokens(m) for m in unmarked(cm.compile(THINKING_HEAD).request)["messages"]
+    )
+    stored = sum(
+        estimate_tokens({"role": m.role, "content": blocks_to_wire(m.content)})
+        for m in cm.messages()
+    )
+    window = Window(max_tokens=stored, reanchor=1.0)  # the whole history fits, as stored
+    cm.strategy = window
+    cm.forget_cache()
+    cm.compile(THINKING_HEAD)  # a render from the store: saved
+    restarted = ContextManager.open(second, namespace="ada", strategy=window)
+    over = stored - rendered + 40  # tokens the next message must bring to go over the window
+    restarted.add_message("user", "x" * (over * CHARS_PER_TOKEN))
+    expected = cold(restarted)
+
+    with capture_logs() as logs:
+        shed = restarted.compile(THINKING_HEAD)
+
+    assert RESTORED in events(logs)
+    assert "thinking_shed" in events(logs)
+    sent = replies_with_thinking(shed)
+    assert replies[0] not in sent
+    assert sent == replies[len(replies) - len(sent) :]  # a leading run shed, the rest sent
+    assert shed.thinking_strip is not None  # the shed replies, told once; the released one
+    assert replies[0] not in shed.thinking_strip.replies  # was told when it was released
+    assert shed.request == expected.request
+    await sim.client().beta.messages.create(**shed.request)
+    assert invalid_calls(sim) == []
