@@ -39,6 +39,7 @@ from context_manager import (
     estimate_tokens,
     set_render_cache_limit,
 )
+from context_manager._compile._compiler import SNAPSHOT_REFRESH_MESSAGES
 from context_manager._compile._strategies import CHARS_PER_TOKEN
 from context_manager.simulator import Simulator
 
@@ -276,3 +277,23 @@ async def test_a_restored_render_that_sheds_never_sends_thinking_released_before
     assert shed.request == expected.request
     await sim.client().beta.messages.create(**shed.request)
     assert invalid_calls(sim) == []
+
+
+async def test_a_restore_far_behind_the_branch_saves_a_fresh_snapshot(store: Store) -> None:
+    """Steady compiles never save (that would cost every call); the first compile that restores
+    a snapshot many messages behind saves one, so the next restart renders nothing again."""
+    cm = ContextManager.open(store, namespace="ada")
+    await signed_conversation(Simulator(), cm, SNAPSHOT_REFRESH_MESSAGES // 2 + 4)
+    key = cm.current_branch_key()
+    head = cm.branch_head()[1]
+    behind = json.loads(store.load_render("ada", key)[0])["last_sequence"]  # type: ignore[index]
+    assert behind < head - SNAPSHOT_REFRESH_MESSAGES  # saved by the first compile only
+    cm.forget_cache()
+
+    with capture_logs() as logs:
+        cm.compile(THINKING_HEAD)
+
+    assert RESTORED in events(logs)
+    saved = store.load_render("ada", key)
+    assert saved is not None
+    assert json.loads(saved[0])["last_sequence"] == head

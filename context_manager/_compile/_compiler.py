@@ -77,6 +77,10 @@ from ._tokens import request_tokens
 
 log = library_logger("context_manager.compile")
 
+SNAPSHOT_REFRESH_MESSAGES = 64
+"""A compile that restored a snapshot this many or more messages behind saves a fresh one (a
+render from the stored messages always saves one; a steady compile never does)."""
+
 DEFAULT_MAX_TOKENS = 4096
 """``max_tokens`` when the head's settings give none (the API requires the field)."""
 
@@ -539,11 +543,11 @@ class Compiler:
             _resident.admit(self, key)
             snapshot = self._load_snapshot(key, cache_key, serial, lineage)
         try:
-            state = self._extend_cached(key, cache_key, serial, ctx, lineage, dry_run)
+            state, extended = self._extend_cached(key, cache_key, serial, ctx, lineage, dry_run)
         except NotARender as err:  # a snapshot whose bytes are not a render: render instead
             log.warning("render_snapshot_refused", branch=key, error=str(err))
             self._states.pop(key, None)
-            state, snapshot = None, False
+            state, snapshot, extended = None, False, 0
         if snapshot and state is not None:
             self._window_releases(state, record, key)
             log.debug("render_snapshot_restored", branch=key, messages=len(state.messages))
@@ -717,7 +721,8 @@ class Compiler:
                 self._states.pop(key, None)
             else:
                 self._states[key] = (cache_key, state)
-                if not repeat and not snapshot:  # rendered from the stored messages
+                if not repeat and (not snapshot or extended >= SNAPSHOT_REFRESH_MESSAGES):
+                    # rendered from the stored messages, or restored from a snapshot far behind
                     self._save_snapshot(key, cache_key, state, lineage)
         result = CompileResult(
             request=body,
@@ -857,14 +862,16 @@ class Compiler:
         ctx: RenderContext,
         lineage: Lineage,
         dry_run: bool,
-    ) -> RenderState | None:
+    ) -> tuple[RenderState | None, int]:
+        """The cached render extended by the messages stored since (and how many), or
+        ``None`` when it cannot be (none kept, another key or change serial, a new summary)."""
         cached = self._states.get(key)
         if cached is None or cached[0] != cache_key or cached[1].change_serial != serial:
-            return None
+            return None, 0
         m = self.manager
         new = m.store.read(m.namespace, lineage, after=cached[1].last_sequence)
         if any(message.metadata.kind == SUMMARY_KIND for message in new):
-            return None
+            return None, 0
         if isinstance(cached[1], CompactRender):
             compact = cached[1]
             state = compact.restore()
@@ -891,7 +898,7 @@ class Compiler:
             render_message(state, ctx, message)
         if memo is not None:
             memo.nbytes += _piece_bytes(memo.pieces, new)
-        return state
+        return state, len(new)
 
     def _prefetch(self, messages: Sequence[StoredMessage], record: BindingRecord, key: str) -> None:
         """Load the releases and stamps ``messages`` need; over the limit, evict the oldest
