@@ -11,6 +11,7 @@ from helpers import message_texts as texts
 from context_manager import (
     REASONING_LOSS_KIND,
     ContextManager,
+    Head,
     MessageMeta,
     MessageNotFound,
     Store,
@@ -151,16 +152,24 @@ def test_reading_an_agent_that_has_written_nothing_does_not_create_it(store: Sto
 
 
 def test_dropping_a_namespace_removes_that_agent_only(store: Store) -> None:
-    """``drop_namespace`` forgets one agent's branches and messages; others stay."""
+    """``drop_namespace`` forgets one agent's branches, messages, binding serial and render
+    snapshots; others stay."""
     ada = ContextManager.open(store, namespace="ada")
     bob = ContextManager.open(store, namespace="bob")
     ada_id = ada.add_message("user", "ada's")
     bob.add_message("user", "bob's")
+    for agent in (ada, bob):
+        agent.compile(Head(model="claude-opus-5", system="s"))  # saves a render snapshot
+        store.add_release(agent.namespace, agent.current_branch_key(), "msg_none", 0)
 
     store.drop_namespace("ada")
 
     expected = (["bob"], ["bob's"])
     assert expected == (store.namespaces(), texts(bob))
+    assert store.load_render("ada", ada.current_branch_key()) is None
+    assert store.load_render("bob", bob.current_branch_key()) is not None
+    assert store.serials("ada") == (0, 0)
+    assert store.serials("bob")[1] > 0
     with pytest.raises(MessageNotFound, match=f"no message '{ada_id}' in namespace 'ada'"):
         store.get("ada", ada_id)
 

@@ -106,8 +106,11 @@ class MemoryStore:
     def drop_namespace(self, namespace: str) -> None:
         with self._lock:
             self._spaces.pop(namespace, None)
+            self._binding_serials.pop(namespace, None)
             for mid in [m for m, (ns, _) in self._messages.items() if ns == namespace]:
                 del self._messages[mid]
+            for at in [at for at in self._renders if at[0] == namespace]:
+                del self._renders[at]
 
     # branches
     def create_branch(

@@ -332,6 +332,8 @@ class PostgresStore:
                 "left_out",
                 "anchored_heads",
                 "release_history",
+                "binding_serials",
+                "renders",
             ):
                 conn.execute(f"DELETE FROM {table} WHERE ns = %s".encode(), (namespace,))
 

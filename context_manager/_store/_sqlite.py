@@ -224,6 +224,8 @@ class SQLiteStore:
                 "left_out",
                 "anchored_heads",
                 "release_history",
+                "binding_serials",
+                "renders",
             ):
                 db.execute(f"DELETE FROM {table} WHERE ns = ?", (namespace,))
         if self.path != ":memory:":
