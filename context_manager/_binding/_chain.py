@@ -39,15 +39,18 @@ def block_bytes(wire_block: Mapping[str, Any]) -> bytes:
 
 def feed_block(chain: bytes, role: str, wire_block: Mapping[str, Any]) -> bytes:
     """The chain after ``wire_block``, sent in a message of ``role``."""
-    return feed_bytes(chain, role, block_bytes(wire_block))
+    return feed_tagged(chain, block_tag(role), block_bytes(wire_block))
 
 
-def feed_bytes(chain: bytes, role: str, canonical: bytes, role_bytes: bytes = b"") -> bytes:
+def block_tag(role: str) -> bytes:
+    """What stands between the chain and a block's canonical bytes in a message of ``role``."""
+    return _BLOCK_TAG + role.encode() + b"\x00"
+
+
+def feed_tagged(chain: bytes, tag: bytes, canonical: bytes) -> bytes:
     """``feed_block`` for a block whose ``block_bytes`` are at hand (kept from an earlier
-    render: nothing is encoded again); ``role_bytes``: ``role.encode()`` when at hand."""
-    return hashlib.sha256(
-        chain + _BLOCK_TAG + (role_bytes or role.encode()) + b"\x00" + canonical
-    ).digest()
+    render: nothing is encoded again), with its role's ``block_tag`` (made once per message)."""
+    return hashlib.sha256(chain + tag + canonical).digest()
 
 
 def seal(chain: bytes, wire_block: Mapping[str, Any]) -> str:

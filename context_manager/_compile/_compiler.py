@@ -30,9 +30,9 @@ from context_manager._binding._chain import (
 from context_manager._binding._stamp import LEGACY_STAMP_VERSION, stamp_reply
 from context_manager._model._canonical import canonical_json
 from context_manager._model._content import (
+    THINKING_TYPES,
     Block,
     block_to_wire,
-    is_thinking,
     reply_blocks,
 )
 from context_manager._model._errors import InFlightThinkingInvalid, OverBudget
@@ -767,7 +767,7 @@ class Compiler:
         replies = [
             msg
             for msg in messages
-            if msg.role == "assistant" and any(is_thinking(b) for b in msg.content)
+            if msg.role == "assistant" and any(isinstance(b, THINKING_TYPES) for b in msg.content)
         ]
         unknown = [msg.id for msg in replies if msg.id not in record.looked_up]
         if unknown:
@@ -1100,11 +1100,12 @@ class Compiler:
 def _all_thinking_reported(message: StoredMessage, releases: Mapping[MessageId, Release]) -> bool:
     """Whether every thinking block of ``message`` is released and reported (never judged)."""
     release = releases.get(message.id)
-    return release is not None and all(
-        release.reported_at(index)
-        for index, block in enumerate(message.content)
-        if is_thinking(block)
-    )
+    if release is None:
+        return False
+    for index, block in enumerate(message.content):
+        if isinstance(block, THINKING_TYPES) and not release.reported_at(index):
+            return False
+    return True
 
 
 def _report_entries(state: RenderState, record: BindingRecord) -> list[StripEntry]:
