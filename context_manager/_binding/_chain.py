@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
-from json.encoder import encode_basestring
 from typing import Any
 
-from context_manager._model._canonical import canonical_json, signature_digest
+from context_manager._model._canonical import canonical_json, json_string, signature_digest
 
 CHAIN_SEED = hashlib.sha256(b"context-manager chain v3").digest()
 """The chain of an empty request."""
@@ -28,12 +27,30 @@ _BLOCK_TAG = b"\x02"
 _SEAL_TAG = b"\x03"
 
 
+_TEXT_PAIRS: dict[str, tuple[str, str]] = {
+    "thinking": ("signature", "thinking"),
+    "tool_result": ("content", "tool_use_id"),
+}
+"""Common blocks with two fields beside ``type``, in key order (``type`` sorts last)."""
+
+
 def block_bytes(wire_block: Mapping[str, Any]) -> bytes:
     """The canonical bytes a block contributes (``cache_control`` and key order ignored)."""
-    if type(wire_block) is dict and len(wire_block) == 2 and wire_block.get("type") == "text":
-        text = wire_block.get("text")
-        if type(text) is str:  # the commonest block: its canonical form written out directly
-            return ('{"text":' + encode_basestring(text) + ',"type":"text"}').encode()
+    if type(wire_block) is dict:
+        # the commonest blocks, all their fields text: the canonical form written out directly
+        kind, size = wire_block.get("type"), len(wire_block)
+        if kind == "text" and size == 2:
+            text = wire_block.get("text")
+            if type(text) is str:
+                return ('{"text":' + json_string(text) + ',"type":"text"}').encode()
+        elif size == 3 and type(kind) is str and kind in _TEXT_PAIRS:
+            first, second = _TEXT_PAIRS[kind]
+            one, two = wire_block.get(first), wire_block.get(second)
+            if type(one) is str and type(two) is str:
+                return (
+                    f'{{"{first}":{json_string(one)},"{second}":{json_string(two)}'
+                    f',"type":"{kind}"}}'
+                ).encode()
     return canonical_json(wire_block).encode()
 
 
