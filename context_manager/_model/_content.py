@@ -21,7 +21,7 @@ JSON: TypeAlias = Any
 
 
 def _frozen_mapping(value: Mapping[str, Any] | None) -> dict[str, Any]:
-    return dict(value or {})
+    return dict(value) if value else {}  # always a new dict; an empty one is not copied
 
 
 @attrs.frozen
