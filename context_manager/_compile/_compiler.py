@@ -832,9 +832,8 @@ class Compiler:
         self._prefetch(messages, record, key)
         ctx = attrs.evolve(ctx, pieces=memo.pieces)
         state = RenderState(chain=CHAIN_SEED, start=start, change_serial=serial)
-        if any(
-            self._stamps.get(msg.id, {}).get("v") == LEGACY_STAMP_VERSION for msg in messages
-        ):
+        stamps = self._stamps
+        if any(stamps[m.id].get("v") == LEGACY_STAMP_VERSION for m in messages if m.id in stamps):
             state.legacy_chain = LEGACY_CHAIN_SEED
         if summary is not None:
             state.summary_id = summary.id
