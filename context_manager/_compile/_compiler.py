@@ -145,10 +145,11 @@ class _WindowMemo:
         return self.messages[-1].sequence if self.messages else self.start - 1
 
 
-def _piece_bytes(pieces: Pieces, messages: Sequence[StoredMessage]) -> int:
+def _piece_bytes(pieces: Pieces) -> int:
+    """The canonical bytes of every block encoded in ``pieces``."""
     total = 0
-    for message in messages:
-        for piece in pieces.get(message.id, ()):
+    for memo in pieces.values():
+        for piece in memo:
             if piece is not None:
                 total += len(piece[1])
     return total
@@ -749,10 +750,11 @@ class Compiler:
         else:
             self._windows.pop(key, None)
             memo = None
+        encoded = 0
         for message in new:
-            render_message(state, ctx, message)
+            encoded += render_message(state, ctx, message)
         if memo is not None:
-            memo.nbytes += _piece_bytes(memo.pieces, new)
+            memo.nbytes += encoded
         return state
 
     def _prefetch(self, messages: Sequence[StoredMessage], record: BindingRecord, key: str) -> None:
@@ -838,9 +840,10 @@ class Compiler:
         if summary is not None:
             state.summary_id = summary.id
             render_text_prefix(state, ctx, summary, "summary")
+        encoded = memo.nbytes  # the blocks carried from the last render, then the new ones
         for message in messages:
-            render_message(state, ctx, message)
-        memo.nbytes = _piece_bytes(memo.pieces, messages)
+            encoded += render_message(state, ctx, message)
+        memo.nbytes = encoded
         return state
 
     def _read_window(self, key: str, lineage: Lineage, start: int, serial: int) -> _WindowMemo:
@@ -862,7 +865,7 @@ class Compiler:
         messages = messages[first:]
         if pieces:
             pieces = {msg.id: pieces[msg.id] for msg in messages if msg.id in pieces}
-        memo = _WindowMemo(lineage, serial, start, messages, pieces)
+        memo = _WindowMemo(lineage, serial, start, messages, pieces, _piece_bytes(pieces))
         self._windows[key] = memo
         return memo
 

@@ -489,8 +489,13 @@ def render_text_prefix(
     state.last_sequence = max(state.last_sequence, message.sequence)
 
 
-def render_message(state: RenderState, ctx: RenderContext, message: StoredMessage) -> None:
-    """Extend ``state`` by one stored message, judging its thinking in place."""
+def render_message(state: RenderState, ctx: RenderContext, message: StoredMessage) -> int:
+    """Extend ``state`` by one stored message, judging its thinking in place.
+
+    Returns:
+        The canonical bytes of the blocks it newly encoded into ``ctx.pieces`` (0 without them):
+        what keeping the window's encoded blocks costs grows by that much.
+    """
     sequence = message.sequence
     if sequence > state.last_sequence:
         state.last_sequence = sequence
@@ -498,18 +503,18 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
     metadata = message.metadata
     if metadata.kind is not None:
         if metadata.kind == "summary":
-            return
+            return 0
         if metadata.kind == HEAD_CHANGE_KIND:
             if not ctx.appends or sequence <= ctx.anchor_sequence:
                 state.spans.append(Span(sequence, 0, False))
-                return  # part of the anchored head, or changes are not appended: the head says it
+                return 0  # part of the anchored head, or changes are not appended: the head says it
             sent = metadata.extra.get("sent")
             state.last_change = dict(sent) if isinstance(sent, Mapping) else state.last_change
     notice = message.role == "system" or metadata.system_notice
     role = rendered_role(message, state, ctx) if notice else message.role
     if role == "system":
         _hold_system(state, ctx, message)
-        return
+        return 0
     if not state.messages and role != "user":
         _push(
             state, ctx, "user", [{"type": "text", "text": OMITTED_HISTORY_TEXT}], "synthetic", None
@@ -547,6 +552,7 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
             memo = ctx.pieces[message.id] = [None] * len(content)
     else:
         memo = [None] * len(content)  # kept for this render only
+    encoded = 0  # the bytes of the pieces put in ``memo``
 
     counting = ctx.estimator is estimate_tokens  # the default: counted per block, kept
     chars = 0
@@ -592,6 +598,7 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
                 got = (wire, block_bytes(wire), wire_chars(wire))
                 if same:  # the sidecar's text is never kept (it can be erased)
                     memo[index] = got
+                    encoded += len(got[1])
             wire, canonical, size = got
             block = resolved
             verdict, changed = judge_thinking(
@@ -630,6 +637,7 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
         if got is None:
             wire = block_to_wire(block)
             got = memo[index] = (wire, block_bytes(wire), wire_chars(wire))
+            encoded += len(got[1])
         wire, canonical, size = got
         if wire.get("type") not in WIRE_THINKING:  # an unknown block may still say thinking
             chain = feed_tagged(chain, tag, canonical)
@@ -658,6 +666,7 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
         source = Source(message.id, mapping, signatures)
         _attach(state, ctx, role, kept, kind, source, merging, tokens)
     state.spans.append(Span(sequence, tokens, clean))
+    return encoded if ctx.pieces is not None else 0
 
 
 def close_tool_round(state: RenderState) -> list[dict[str, Any]]:
