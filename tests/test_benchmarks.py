@@ -60,9 +60,14 @@ def test_a_smoke_run_writes_every_figure_the_issue_names(tmp_path: Path) -> None
         "reopen_flatness_per_message",
         "cache_bytes_per_agent",
         "evicted_compile_vs_sdk",
+        "evicted_cold_vs_sdk",
+        "reopen_cold_vs_sdk",
         "append_kept",
     }
     assert report["ratios"]["append_kept"] == 1.0
+    side = report["side_by_side"]
+    assert side["evicted_compile_cold"] > 0  # the same compile with render snapshots off
+    assert set(side["reopen_cold"]) == set(side["reopen"]) == {"40", "80", "160"}
     assert report["append_on_head_lines"] == 0
     assert 0.0 <= report["shed_newest_50"] <= 1.0
     assert 0 < report["cache_read_share"] <= 1

@@ -234,6 +234,23 @@ def test_more_host_markers_than_the_limit_get_no_more() -> None:
     assert place_breakpoints(body, Caching()) == body
 
 
+def test_markers_inside_tool_results_count_against_the_limit() -> None:
+    """A host's markers nested in a tool result's content count; a string result holds none."""
+    nested = [{"type": "text", "text": f"{n}", "cache_control": EPHEMERAL} for n in range(4)]
+    call = {"type": "tool_use", "id": "t1", "name": "f", "input": {}}
+    result = {"type": "tool_result", "tool_use_id": "t1", "content": nested}
+    messages = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": [call]},
+        {"role": "user", "content": [result]},
+    ]
+    body = {"model": "m", "system": "s", "messages": messages}
+
+    assert place_breakpoints(body, Caching()) == body
+    messages[2] = {"role": "user", "content": [{**result, "content": "plain"}]}
+    assert len(markers(place_breakpoints(body, Caching()))) == 3
+
+
 def test_the_previous_calls_end_is_the_message_before_the_newest_reply() -> None:
     roles = ["user", "assistant", "user", "assistant", "user", "system"]
 

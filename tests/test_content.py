@@ -14,7 +14,7 @@ from anthropic.types.beta import (
     BetaThinkingBlock,
     BetaToolUseBlock,
 )
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from context_manager import (
@@ -586,12 +586,21 @@ def _canonical_oracle(value: Any) -> bytes:
 
 
 @given(wire_content, st.text())
+@example([], 'DEL \x7f, quote ", backslash \\, tab \t, NUL \x00')
+@example([], "caf\u00e9 \u2028 \U0001f600 \x7f")
 def test_the_bytes_a_block_binds_are_its_canonical_json_whatever_it_holds(
     wire: list[dict[str, Any]], text: str
 ) -> None:
-    """Property: the chain's bytes of any block (a plain text block of any characters included)
-    are its canonical JSON: keys sorted, compact, non-ASCII kept, cache markers left out."""
-    for block in [*wire, {"type": "text", "text": text}, {"text": text, "type": "text"}]:
+    """Property: the chain's bytes of any block (plain text, thinking and tool-result blocks of
+    any characters included) are its canonical JSON: keys sorted, compact, non-ASCII kept, cache
+    markers left out."""
+    plain = [
+        {"type": "text", "text": text},
+        {"text": text, "type": "text"},
+        {"type": "thinking", "thinking": text, "signature": text[::-1]},
+        {"type": "tool_result", "tool_use_id": text[:3], "content": text},
+    ]
+    for block in [*wire, *plain]:
         assert block_bytes(block) == _canonical_oracle(block)
         marked = {**block, "cache_control": {"type": "ephemeral"}}
         assert block_bytes(marked) == _canonical_oracle(block)

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
-from json.encoder import encode_basestring
 from typing import Any
 
-from context_manager._model._canonical import canonical_json, signature_digest
+from context_manager._model._canonical import canonical_json, json_string, signature_digest
 
 CHAIN_SEED = hashlib.sha256(b"context-manager chain v3").digest()
 """The chain of an empty request."""
@@ -28,26 +27,47 @@ _BLOCK_TAG = b"\x02"
 _SEAL_TAG = b"\x03"
 
 
+_TEXT_PAIRS: dict[str, tuple[str, str]] = {
+    "thinking": ("signature", "thinking"),
+    "tool_result": ("content", "tool_use_id"),
+}
+"""Common blocks with two fields beside ``type``, in key order (``type`` sorts last)."""
+
+
 def block_bytes(wire_block: Mapping[str, Any]) -> bytes:
     """The canonical bytes a block contributes (``cache_control`` and key order ignored)."""
-    if type(wire_block) is dict and len(wire_block) == 2 and wire_block.get("type") == "text":
-        text = wire_block.get("text")
-        if type(text) is str:  # the commonest block: its canonical form written out directly
-            return ('{"text":' + encode_basestring(text) + ',"type":"text"}').encode()
+    if type(wire_block) is dict:
+        # the commonest blocks, all their fields text: the canonical form written out directly
+        kind, size = wire_block.get("type"), len(wire_block)
+        if kind == "text" and size == 2:
+            text = wire_block.get("text")
+            if type(text) is str:
+                return ('{"text":' + json_string(text) + ',"type":"text"}').encode()
+        elif size == 3 and type(kind) is str and kind in _TEXT_PAIRS:
+            first, second = _TEXT_PAIRS[kind]
+            one, two = wire_block.get(first), wire_block.get(second)
+            if type(one) is str and type(two) is str:
+                return (
+                    f'{{"{first}":{json_string(one)},"{second}":{json_string(two)}'
+                    f',"type":"{kind}"}}'
+                ).encode()
     return canonical_json(wire_block).encode()
 
 
 def feed_block(chain: bytes, role: str, wire_block: Mapping[str, Any]) -> bytes:
     """The chain after ``wire_block``, sent in a message of ``role``."""
-    return feed_bytes(chain, role, block_bytes(wire_block))
+    return feed_tagged(chain, block_tag(role), block_bytes(wire_block))
 
 
-def feed_bytes(chain: bytes, role: str, canonical: bytes, role_bytes: bytes = b"") -> bytes:
+def block_tag(role: str) -> bytes:
+    """What stands between the chain and a block's canonical bytes in a message of ``role``."""
+    return _BLOCK_TAG + role.encode() + b"\x00"
+
+
+def feed_tagged(chain: bytes, tag: bytes, canonical: bytes) -> bytes:
     """``feed_block`` for a block whose ``block_bytes`` are at hand (kept from an earlier
-    render: nothing is encoded again); ``role_bytes``: ``role.encode()`` when at hand."""
-    return hashlib.sha256(
-        chain + _BLOCK_TAG + (role_bytes or role.encode()) + b"\x00" + canonical
-    ).digest()
+    render: nothing is encoded again), with its role's ``block_tag`` (made once per message)."""
+    return hashlib.sha256(chain + tag + canonical).digest()
 
 
 def seal(chain: bytes, wire_block: Mapping[str, Any]) -> str:

@@ -132,8 +132,19 @@ def host_markers(body: Mapping[str, Any]) -> list[tuple[Position, CacheTtl]]:
 
 def _message_markers(i: int, message: Any) -> list[tuple[Position, CacheTtl]]:
     found: list[tuple[Position, CacheTtl]] = []
-    content = message.get("content") if isinstance(message, Mapping) else None
-    for j, block in enumerate(_blocks(content)):
+    content = (
+        message.get("content") if type(message) is dict or isinstance(message, Mapping) else None
+    )
+    if type(content) is not list:
+        return found
+    for block in content:  # the common case first: no marker anywhere in the message
+        if type(block) is not dict or "cache_control" in block:
+            break
+        if block.get("type") == "tool_result" and type(block.get("content")) is list:
+            break
+    else:
+        return found
+    for j, block in enumerate(content):
         if type(block) is not dict and not isinstance(block, Mapping):  # dict: no ABC check
             continue
         if "cache_control" in block:

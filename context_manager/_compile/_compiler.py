@@ -30,9 +30,9 @@ from context_manager._binding._chain import (
 from context_manager._binding._stamp import LEGACY_STAMP_VERSION, stamp_reply
 from context_manager._model._canonical import canonical_json
 from context_manager._model._content import (
+    THINKING_TYPES,
     Block,
     block_to_wire,
-    is_thinking,
     reply_blocks,
 )
 from context_manager._model._errors import InFlightThinkingInvalid, OverBudget
@@ -149,10 +149,11 @@ class _WindowMemo:
         return self.messages[-1].sequence if self.messages else self.start - 1
 
 
-def _piece_bytes(pieces: Pieces, messages: Sequence[StoredMessage]) -> int:
+def _piece_bytes(pieces: Pieces) -> int:
+    """The canonical bytes of every block encoded in ``pieces``."""
     total = 0
-    for message in messages:
-        for piece in pieces.get(message.id, ()):
+    for memo in pieces.values():
+        for piece in memo:
             if piece is not None:
                 total += len(piece[1])
     return total
@@ -894,10 +895,11 @@ class Compiler:
         else:
             self._windows.pop(key, None)
             memo = None
+        encoded = 0
         for message in new:
-            render_message(state, ctx, message)
+            encoded += render_message(state, ctx, message)
         if memo is not None:
-            memo.nbytes += _piece_bytes(memo.pieces, new)
+            memo.nbytes += encoded
         return state, len(new)
 
     def _prefetch(self, messages: Sequence[StoredMessage], record: BindingRecord, key: str) -> None:
@@ -912,7 +914,7 @@ class Compiler:
         replies = [
             msg
             for msg in messages
-            if msg.role == "assistant" and any(is_thinking(b) for b in msg.content)
+            if msg.role == "assistant" and any(isinstance(b, THINKING_TYPES) for b in msg.content)
         ]
         unknown = [msg.id for msg in replies if msg.id not in record.looked_up]
         if unknown:
@@ -977,16 +979,16 @@ class Compiler:
         self._prefetch(messages, record, key)
         ctx = attrs.evolve(ctx, pieces=memo.pieces)
         state = RenderState(chain=CHAIN_SEED, start=start, change_serial=serial)
-        if any(
-            self._stamps.get(msg.id, {}).get("v") == LEGACY_STAMP_VERSION for msg in messages
-        ):
+        stamps = self._stamps
+        if any(stamps[m.id].get("v") == LEGACY_STAMP_VERSION for m in messages if m.id in stamps):
             state.legacy_chain = LEGACY_CHAIN_SEED
         if summary is not None:
             state.summary_id = summary.id
             render_text_prefix(state, ctx, summary, "summary")
+        encoded = memo.nbytes  # the blocks carried from the last render, then the new ones
         for message in messages:
-            render_message(state, ctx, message)
-        memo.nbytes = _piece_bytes(memo.pieces, messages)
+            encoded += render_message(state, ctx, message)
+        memo.nbytes = encoded
         return state
 
     def _read_window(self, key: str, lineage: Lineage, start: int, serial: int) -> _WindowMemo:
@@ -1008,7 +1010,7 @@ class Compiler:
         messages = messages[first:]
         if pieces:
             pieces = {msg.id: pieces[msg.id] for msg in messages if msg.id in pieces}
-        memo = _WindowMemo(lineage, serial, start, messages, pieces)
+        memo = _WindowMemo(lineage, serial, start, messages, pieces, _piece_bytes(pieces))
         self._windows[key] = memo
         return memo
 
@@ -1246,11 +1248,12 @@ class Compiler:
 def _all_thinking_reported(message: StoredMessage, releases: Mapping[MessageId, Release]) -> bool:
     """Whether every thinking block of ``message`` is released and reported (never judged)."""
     release = releases.get(message.id)
-    return release is not None and all(
-        release.reported_at(index)
-        for index, block in enumerate(message.content)
-        if is_thinking(block)
-    )
+    if release is None:
+        return False
+    for index, block in enumerate(message.content):
+        if isinstance(block, THINKING_TYPES) and not release.reported_at(index):
+            return False
+    return True
 
 
 def _report_entries(state: RenderState, record: BindingRecord) -> list[StripEntry]:

@@ -19,8 +19,9 @@ from context_manager._binding._chain import (
 )
 from context_manager._binding._chain import (
     block_bytes,
+    block_tag,
     feed_block,
-    feed_bytes,
+    feed_tagged,
     is_wire_thinking,
     seal_bytes,
 )
@@ -83,6 +84,9 @@ _EXACT: frozenset[type[Any]] = frozenset(
     }
 )
 """Block classes the render tells apart by ``type(block)`` (a subclass is mapped to one)."""
+
+_TAGS = {role: block_tag(role) for role in ("user", "assistant", "system")}
+"""Each role's ``block_tag``, made once."""
 
 OMITTED_HISTORY_TEXT = "[earlier conversation omitted]"
 """Opens a render whose first kept message is not the user's (the API requires a user first)."""
@@ -414,7 +418,8 @@ def _push(
     kind: ProvenanceKind,
     source: Source | None,
 ) -> None:
-    """Append (or merge) already-judged ``blocks`` as a message of ``role`` and chain them."""
+    """Append (or merge) already-judged ``blocks`` (a new list) as a message of ``role`` and
+    chain them."""
     if not blocks:
         return
     merging = bool(state.messages) and state.messages[-1]["role"] == role
@@ -436,8 +441,9 @@ def _attach(
     merging: bool,
     tokens: int | None = None,
 ) -> None:
-    """Add ``blocks`` as a new message, or merge them into the last; ``tokens``: the new
-    message's estimate when the caller already has it (estimated once per message)."""
+    """Add ``blocks`` (a new list: the message keeps it) as a new message, or merge them into
+    the last; ``tokens``: the new message's estimate when the caller already has it (estimated
+    once per message)."""
     if merging:
         old = state.messages[-1]
         offset = len(old["content"])
@@ -463,9 +469,9 @@ def _attach(
         state.total_tokens += tokens - state.message_tokens[-1]
         state.message_tokens[-1] = tokens
         return
-    message = {"role": role, "content": list(blocks)}
+    message = {"role": role, "content": blocks}
     state.messages.append(message)
-    state.provenance.append(ProvenanceEntry(kind=kind, sources=() if source is None else (source,)))
+    state.provenance.append(ProvenanceEntry(kind, () if source is None else (source,)))
     if tokens is None:
         tokens = ctx.estimator(message)
     state.message_tokens.append(tokens)
@@ -483,25 +489,32 @@ def render_text_prefix(
     state.last_sequence = max(state.last_sequence, message.sequence)
 
 
-def render_message(state: RenderState, ctx: RenderContext, message: StoredMessage) -> None:
-    """Extend ``state`` by one stored message, judging its thinking in place."""
-    state.last_sequence = max(state.last_sequence, message.sequence)
-    state.sequences[message.id] = message.sequence
-    if message.metadata.kind == "summary":
-        return
-    if message.metadata.kind == HEAD_CHANGE_KIND and (
-        not ctx.appends or message.sequence <= ctx.anchor_sequence
-    ):
-        state.spans.append(Span(message.sequence, 0, False))
-        return  # part of the anchored head, or changes are not appended: the head says it
-    if message.metadata.kind == HEAD_CHANGE_KIND:
-        sent = message.metadata.extra.get("sent")
-        state.last_change = dict(sent) if isinstance(sent, Mapping) else state.last_change
-    role = rendered_role(message, state, ctx)
-    notice = message.role == "system" or message.metadata.system_notice
+def render_message(state: RenderState, ctx: RenderContext, message: StoredMessage) -> int:
+    """Extend ``state`` by one stored message, judging its thinking in place.
+
+    Returns:
+        The canonical bytes of the blocks it newly encoded into ``ctx.pieces`` (0 without them):
+        what keeping the window's encoded blocks costs grows by that much.
+    """
+    sequence = message.sequence
+    if sequence > state.last_sequence:
+        state.last_sequence = sequence
+    state.sequences[message.id] = sequence
+    metadata = message.metadata
+    if metadata.kind is not None:
+        if metadata.kind == "summary":
+            return 0
+        if metadata.kind == HEAD_CHANGE_KIND:
+            if not ctx.appends or sequence <= ctx.anchor_sequence:
+                state.spans.append(Span(sequence, 0, False))
+                return 0  # part of the anchored head, or changes are not appended: the head says it
+            sent = metadata.extra.get("sent")
+            state.last_change = dict(sent) if isinstance(sent, Mapping) else state.last_change
+    notice = message.role == "system" or metadata.system_notice
+    role = rendered_role(message, state, ctx) if notice else message.role
     if role == "system":
         _hold_system(state, ctx, message)
-        return
+        return 0
     if not state.messages and role != "user":
         _push(
             state, ctx, "user", [{"type": "text", "text": OMITTED_HISTORY_TEXT}], "synthetic", None
@@ -514,19 +527,21 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
     if role == "assistant" and state.pending_system and state.messages[-1]["role"] == "user":
         _place_system(state, ctx)
 
-    merging = bool(state.messages) and state.messages[-1]["role"] == role
+    last = state.messages[-1] if state.messages else None
+    merging = last is not None and last["role"] == role
     chain = state.chain
     kept: list[dict[str, Any]] = []
     mapping: dict[int, int] = {}
     signatures: dict[int, str] = {}
-    offset = len(state.messages[-1]["content"]) if merging else 0
+    offset = len(last["content"]) if merging and last is not None else 0
     answered: set[str] = set()
     new_tool_uses: dict[str, str] = {}
     synthetic: list[dict[str, Any]] = []
     if role == "user" and state.open_tool_uses:
         results = {b.tool_use_id for b in message.content if isinstance(b, ToolResultBlock)}
         missing = {t: n for t, n in state.open_tool_uses.items() if t not in results}
-        synthetic = _synthetic_results(missing)
+        if missing:
+            synthetic = _synthetic_results(missing)
 
     last_kept = state.last_kept
     content = message.content
@@ -537,10 +552,11 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
             memo = ctx.pieces[message.id] = [None] * len(content)
     else:
         memo = [None] * len(content)  # kept for this render only
+    encoded = 0  # the bytes of the pieces put in ``memo``
 
     counting = ctx.estimator is estimate_tokens  # the default: counted per block, kept
     chars = 0
-    role_bytes = role.encode()
+    tag = _TAGS.get(role) or block_tag(role)
 
     legacy = state.legacy_chain  # kept only while the render holds version-1 stamps
 
@@ -582,6 +598,7 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
                 got = (wire, block_bytes(wire), wire_chars(wire))
                 if same:  # the sidecar's text is never kept (it can be erased)
                     memo[index] = got
+                    encoded += len(got[1])
             wire, canonical, size = got
             block = resolved
             verdict, changed = judge_thinking(
@@ -595,7 +612,7 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
                 chars += size
                 kept.append(wire)
                 if legacy is not None:
-                    legacy = feed_bytes(legacy, role, canonical, role_bytes)
+                    legacy = feed_tagged(legacy, tag, canonical)
             elif release is not None and index >= release.from_block:
                 if verdict != "hidden":
                     entry = StripEntry(message.id, index, verdict, changed, kind="released")
@@ -620,18 +637,20 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
         if got is None:
             wire = block_to_wire(block)
             got = memo[index] = (wire, block_bytes(wire), wire_chars(wire))
+            encoded += len(got[1])
         wire, canonical, size = got
         if wire.get("type") not in WIRE_THINKING:  # an unknown block may still say thinking
-            chain = feed_bytes(chain, role, canonical, role_bytes)
+            chain = feed_tagged(chain, tag, canonical)
         if legacy is not None:
-            legacy = feed_bytes(legacy, role, canonical, role_bytes)
+            legacy = feed_tagged(legacy, tag, canonical)
         mapping[offset + len(kept)] = index
         chars += size
         kept.append(wire)
 
     if role == "user":
-        state.open_tool_uses = {}
-    elif role == "assistant":
+        if state.open_tool_uses:
+            state.open_tool_uses = {}
+    elif new_tool_uses:
         state.open_tool_uses = {**state.open_tool_uses, **new_tool_uses}
     if not kept:
         tokens = 0
@@ -646,7 +665,8 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
         kind: ProvenanceKind = "notice" if notice else "message"
         source = Source(message.id, mapping, signatures)
         _attach(state, ctx, role, kept, kind, source, merging, tokens)
-    state.spans.append(Span(message.sequence, tokens, clean))
+    state.spans.append(Span(sequence, tokens, clean))
+    return encoded if ctx.pieces is not None else 0
 
 
 def close_tool_round(state: RenderState) -> list[dict[str, Any]]:

@@ -21,7 +21,7 @@ JSON: TypeAlias = Any
 
 
 def _frozen_mapping(value: Mapping[str, Any] | None) -> dict[str, Any]:
-    return dict(value or {})
+    return dict(value) if value else {}  # always a new dict; an empty one is not copied
 
 
 @attrs.frozen
@@ -164,6 +164,14 @@ def _structure_block(wire: Any, _: Any = None) -> Block:
             thinking, signature = wire.get("thinking"), wire.get("signature")
             if type(thinking) is str and type(signature) is str:
                 return ThinkingBlock(thinking, signature)
+        elif kind == "tool_result" and len(wire) == 3:
+            tool_use_id, content = wire.get("tool_use_id"), wire.get("content")
+            if type(tool_use_id) is str and type(content) is str:
+                return ToolResultBlock(tool_use_id, content)
+        elif kind == "tool_use" and len(wire) == 4:
+            call_id, name, arguments = wire.get("id"), wire.get("name"), wire.get("input")
+            if type(call_id) is str and type(name) is str and type(arguments) is dict:
+                return ToolUseBlock(call_id, name, arguments)
     if type(wire) is not dict and not isinstance(wire, Mapping):  # dict: no ABC check
         raise TypeError(f"content block must be a dict with a 'type', got {wire!r}")
     if None in wire.values():

@@ -31,7 +31,7 @@ HEAD_CHANGE_KIND = "head-change"
 
 
 def _dict(value: dict[str, Any] | None) -> dict[str, Any]:
-    return dict(value or {})
+    return dict(value) if value else {}  # always a new dict; an empty one is not copied
 
 
 @attrs.frozen
