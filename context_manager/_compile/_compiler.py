@@ -1242,6 +1242,9 @@ class Compiler:
             signatures=signatures,
         )
         self._stamps[stored.id] = stamp
+        record = self._records.get(result.branch)
+        if record is not None:  # a reply just stored has no release: none to read for it
+            record.looked_up.add(stored.id)
         return stored.id
 
 
