@@ -297,3 +297,19 @@ async def test_a_restore_far_behind_the_branch_saves_a_fresh_snapshot(store: Sto
     saved = store.load_render("ada", key)
     assert saved is not None
     assert json.loads(saved[0])["last_sequence"] == head
+
+
+async def test_deleting_a_branch_removes_its_snapshot_and_only_its_own(store: Store) -> None:
+    cm = ContextManager.open(store, namespace="ada")
+    await signed_conversation(Simulator(), cm, 2)
+    main = cm.current_branch_key()
+    cm.fork("side")
+    side = cm.current_branch_key()
+    cm.compile(THINKING_HEAD)  # the fork's first render, from the stored messages: saved
+    assert store.load_render("ada", side) is not None
+    cm.switch_branch("main")
+
+    cm.delete_branch("side")
+
+    assert store.load_render("ada", side) is None
+    assert store.load_render("ada", main) is not None

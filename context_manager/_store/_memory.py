@@ -167,6 +167,7 @@ class MemoryStore:
                 if record.ref.name == name and not record.deleted:
                     gone = attrs.evolve(record, deleted=True)
                     space.branches[key] = gone
+                    self._renders.pop((namespace, key), None)  # derived: never rendered again
                     return gone
             raise BranchNotFound(name, [b.ref.name for b in self._live(space)])
 

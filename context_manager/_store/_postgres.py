@@ -412,7 +412,11 @@ class PostgresStore:
             ).fetchone()
             if row is None:
                 raise BranchNotFound(name, self._live_names(conn, namespace))
-            return _branch(row, deleted=True)
+            gone = _branch(row, deleted=True)
+            conn.execute(  # derived data: a deleted branch is never rendered again
+                "DELETE FROM renders WHERE ns = %s AND branch = %s", (namespace, gone.key)
+            )
+            return gone
 
     def branches(self, namespace: str) -> list[BranchRecord]:
         with self._reading(namespace) as conn:

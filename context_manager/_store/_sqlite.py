@@ -304,7 +304,11 @@ class SQLiteStore:
             if row is None:
                 raise BranchNotFound(name, [b.ref.name for b in self.branches(namespace)])
             db.execute("UPDATE branches SET deleted = 1 WHERE id = ?", (row[0],))
-            return _branch(row, deleted=True)
+            gone = _branch(row, deleted=True)
+            db.execute(  # derived data: a deleted branch is never rendered again
+                "DELETE FROM renders WHERE ns = ? AND branch = ?", (namespace, gone.key)
+            )
+            return gone
 
     def branches(self, namespace: str) -> list[BranchRecord]:
         rows = self._query(
