@@ -279,6 +279,80 @@ async def test_a_restored_render_that_sheds_never_sends_thinking_released_before
     assert invalid_calls(sim) == []
 
 
+class _CountingReleases:
+    """A real store, counting the release reads made through it."""
+
+    def __init__(self, inner: Store) -> None:
+        self._inner = inner
+        self.release_reads = 0
+
+    def releases(self, *args: Any, **kwargs: Any) -> Any:
+        self.release_reads += 1
+        return self._inner.releases(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+async def _released_and_saved(store: Store) -> tuple[list[str], str]:
+    """A conversation whose oldest reply's thinking was released and told, then rendered from
+    the store (its snapshot saved): the replies, and the branch key."""
+    cm = ContextManager.open(store, namespace="ada")
+    replies = await signed_conversation(Simulator(), cm, 4)
+    cm.release_thinking(replies[0])
+    told = cm.compile(THINKING_HEAD)
+    assert told.thinking_strip is not None
+    assert replies[0] in told.thinking_strip.replies
+    cm.forget_cache()
+    cm.compile(THINKING_HEAD)  # the release outdated every snapshot: rendered, and saved
+    return replies, cm.current_branch_key()
+
+
+def _restarted_release_reads(store: Store, released: str) -> int:
+    """The release reads a restarted host's first compile on ``store`` makes, having checked
+    that it restored the snapshot and sent what a render from the store would: not
+    ``released``'s thinking, and no strip (the first host told it)."""
+    counting = _CountingReleases(store)
+    restarted = ContextManager.open(counting, namespace="ada")  # type: ignore[arg-type]
+    with capture_logs() as logs:
+        again = restarted.compile(THINKING_HEAD)
+    reads = counting.release_reads
+    assert RESTORED in events(logs)
+    assert released not in replies_with_thinking(again)
+    assert again.thinking_strip is None
+    assert again.request == cold(restarted).request
+    return reads
+
+
+async def test_a_restarted_host_reads_no_release_its_snapshot_already_holds(
+    two_hosts: tuple[Store, Store],
+) -> None:
+    """A snapshot holds the stored releases of every message its window rendered, read when
+    it was saved; the restore uses them instead of reading them again (one read per window
+    message, the largest part of a restore on a long history)."""
+    first, second = two_hosts
+    replies, _ = await _released_and_saved(first)
+
+    assert _restarted_release_reads(second, replies[0]) == 0
+
+
+async def test_a_snapshot_saved_without_its_windows_releases_is_restored_reading_them(
+    two_hosts: tuple[Store, Store],
+) -> None:
+    """A snapshot whose releases could not be read when it was saved (the store failed then)
+    holds none; its restore reads them from the store, and sends what a render would."""
+    first, second = two_hosts
+    replies, key = await _released_and_saved(first)
+    saved = first.load_render("ada", key)
+    assert saved is not None
+    fields = pickle.loads(zlib.decompress(saved[1]))
+    assert fields["window_releases"]  # the released reply's, at least
+    fields["window_releases"] = None
+    first.save_render("ada", key, saved[0], zlib.compress(pickle.dumps(fields)))
+
+    assert _restarted_release_reads(second, replies[0]) == 1
+
+
 async def test_a_restore_far_behind_the_branch_saves_a_fresh_snapshot(store: Store) -> None:
     """Steady compiles never save (that would cost every call); the first compile that restores
     a snapshot many messages behind saves one, so the next restart renders nothing again."""

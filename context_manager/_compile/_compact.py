@@ -5,8 +5,10 @@ the rest, everything a later compile extends; every object of this library as a 
 and compresses it; ``restore()`` gives back a ``RenderState`` equal to the one kept, so a
 compile from it builds exactly the request a compile from the hot render would. A compact
 render holds no reference into the hot one (a restored state shares nothing with the state it
-was made from). Its bytes hold built-in values only, and ``restore`` refuses any class while
-unpickling, so bytes read back from a store (``_snapshot``) can make no object and run no code.
+was made from). Made for a store (``_snapshot``), it also holds the stored releases of every
+message the render met, read when it was made, so a restore needs no release read
+(``restore_window``). Its bytes hold built-in values only, and ``restore`` refuses any class
+while unpickling, so bytes read back from a store can make no object and run no code.
 Pure: no store, no process state.
 """
 
@@ -15,11 +17,14 @@ from __future__ import annotations
 import io
 import pickle
 import zlib
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
+from context_manager._model._messages import MessageId
 from context_manager._model._results import ProvenanceEntry, Source
+from context_manager._store._protocol import Release
 
 from ._render import RenderState, Span, StripEntry
 from ._resident import paused_collector
@@ -27,6 +32,10 @@ from ._resident import paused_collector
 LEVEL = 1
 """zlib's fastest level: a window's pickle (about its wire bytes) shrinks three- to fourfold in
 a few milliseconds; higher levels gain little on this kind of text and cost several times more."""
+
+
+_RELEASES = "window_releases"
+"""The key of ``of``'s releases among the pickled fields (not a ``RenderState`` field)."""
 
 
 class NotARender(ValueError):
@@ -51,8 +60,12 @@ class CompactRender:
     """The uncompressed pickle's length (about the hot render's rendered bytes)."""
 
     @classmethod
-    def of(cls, state: RenderState) -> CompactRender:
-        fields = attrs.asdict(state, recurse=False)
+    def of(
+        cls, state: RenderState, releases: Mapping[MessageId, Release] | None = None
+    ) -> CompactRender:
+        """``state`` compacted; ``releases``: the stored releases of every message in
+        ``state.sequences`` (none for a message: it has none), or ``None`` (not read)."""
+        fields: dict[str, Any] = attrs.asdict(state, recurse=False)
         # one provenance entry and one span per message: as tuples they pickle in C
         fields["provenance"] = [
             (entry.kind, [(s.message_id, s.blocks, s.signatures) for s in entry.sources])
@@ -61,19 +74,33 @@ class CompactRender:
         fields["spans"] = [(span.sequence, span.tokens, span.clean) for span in state.spans]
         fields["unreported"] = [attrs.astuple(e, recurse=False) for e in state.unreported]
         fields["left_out"] = {k: attrs.astuple(e, recurse=False) for k, e in state.left_out.items()}
+        fields[_RELEASES] = (
+            None
+            if releases is None
+            else [attrs.astuple(release, recurse=False) for release in releases.values()]
+        )
         raw = pickle.dumps(fields, protocol=pickle.HIGHEST_PROTOCOL)
         return cls(zlib.compress(raw, LEVEL), state.change_serial, state.last_sequence, len(raw))
 
-    @paused_collector
     def restore(self) -> RenderState:
-        """A new ``RenderState`` equal to the one compacted (the collector paused meanwhile:
-        everything unpickled stays alive).
+        """A new ``RenderState`` equal to the one compacted.
+
+        Raises:
+            NotARender: the bytes do not decompress, or do not hold a render's fields.
+        """
+        return self.restore_window()[0]
+
+    @paused_collector
+    def restore_window(self) -> tuple[RenderState, list[Release] | None]:
+        """``restore()``, and the releases given to ``of`` (``None``: none were given). The
+        collector is paused meanwhile: everything unpickled stays alive.
 
         Raises:
             NotARender: the bytes do not decompress, or do not hold a render's fields.
         """
         try:
             fields = _BuiltinsOnly(io.BytesIO(zlib.decompress(self.blob))).load()
+            released = fields.pop(_RELEASES)
             fields["provenance"] = [
                 ProvenanceEntry(kind, tuple(Source(*source) for source in sources))
                 for kind, sources in fields["provenance"]
@@ -81,7 +108,8 @@ class CompactRender:
             fields["spans"] = [Span(*span) for span in fields["spans"]]
             fields["unreported"] = [StripEntry(*e) for e in fields["unreported"]]
             fields["left_out"] = {k: StripEntry(*e) for k, e in fields["left_out"].items()}
-            return RenderState(**fields)
+            releases = None if released is None else [Release(*r) for r in released]
+            return RenderState(**fields), releases
         except NotARender:
             raise
         except Exception as err:  # damaged bytes fail in many ways; each is the same refusal

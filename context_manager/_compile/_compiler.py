@@ -292,7 +292,7 @@ class Compiler:
         if isinstance(entry[1], CompactRender):
             return entry[1].nbytes
         try:
-            compact = CompactRender.of(entry[1])
+            compact = CompactRender.of(entry[1], self._stored_releases(key, entry[1]))
         except Exception as err:  # e.g. its own compile, in another thread, is extending it
             # this runs inside another branch's compile: never fail it, drop the render instead
             log.info("render_not_compacted", branch=key, error=repr(err))
@@ -322,11 +322,17 @@ class Compiler:
         )
 
     def _load_snapshot(
-        self, key: str, cache_key: _CacheKey, serial: int, lineage: Lineage
+        self,
+        key: str,
+        cache_key: _CacheKey,
+        serial: int,
+        lineage: Lineage,
+        record: BindingRecord,
     ) -> bool:
-        """Keep branch ``key``'s stored snapshot as its cached render, compact, when it is
-        usable now (``_snapshot.usable``). Never fails the compile: a failing store or a
-        snapshot that does not match reads as none."""
+        """Restore branch ``key``'s stored snapshot as its cached render when it is usable now
+        (``_snapshot.usable``), and learn the window's releases it holds into ``record``. Never
+        fails the compile: a failing store, a snapshot that does not match and bytes that are
+        not a render all read as none."""
         if not self._snapshots():
             return False
         m = self.manager
@@ -350,7 +356,18 @@ class Compiler:
         )
         if compact is None:
             return False
-        self._states[key] = (cache_key, compact)
+        try:
+            state, releases = compact.restore_window()
+        except NotARender as err:  # bytes that are not a render: render from the store instead
+            log.warning("render_snapshot_refused", branch=key, error=str(err))
+            return False
+        if releases is not None:  # read when it was saved, at this binding serial
+            for release in releases:
+                if release.message_id not in record.looked_up:
+                    record.releases[release.message_id] = release
+            record.looked_up.update(state.sequences)
+        self._states[key] = (cache_key, state)
+        self._sizes[key] = self._sizes.get(key, compact.raw_size)
         return True
 
     def _save_snapshot(
@@ -367,7 +384,11 @@ class Compiler:
         m = self.manager
         try:
             lineage = m.lineage(key) if lineage is None else lineage
-            compact = render if isinstance(render, CompactRender) else CompactRender.of(render)
+            compact = (
+                render
+                if isinstance(render, CompactRender)
+                else CompactRender.of(render, self._stored_releases(key, render))
+            )
             assert self._binding_serial is not None
             saved = _snapshot.header(
                 branch=key,
@@ -380,6 +401,18 @@ class Compiler:
             m.store.save_render(m.namespace, key, saved, compact.blob)
         except Exception as err:
             log.info("render_snapshot_unsaved", branch=key, error=repr(err)[:200])
+
+    def _stored_releases(self, key: str, state: RenderState) -> Mapping[MessageId, Release] | None:
+        """The stored releases of every message ``state`` rendered, for its snapshot (``None``:
+        snapshots are off, or the store failed: the restore then reads them itself)."""
+        if not self._snapshots():
+            return None
+        m = self.manager
+        try:
+            return m.store.releases(m.namespace, key, list(state.sequences))
+        except Exception as err:
+            log.info("render_snapshot_releases_unread", branch=key, error=repr(err)[:200])
+            return None
 
     def _window_releases(self, state: RenderState, record: BindingRecord, key: str) -> None:
         """Read the releases of every message a restored snapshot rendered (as its render
@@ -542,7 +575,7 @@ class Compiler:
         snapshot = False
         if not repeat:  # about to be built from the store: the previous newest is compacted
             _resident.admit(self, key)
-            snapshot = self._load_snapshot(key, cache_key, serial, lineage)
+            snapshot = self._load_snapshot(key, cache_key, serial, lineage, record)
         try:
             state, extended = self._extend_cached(key, cache_key, serial, ctx, lineage, dry_run)
         except NotARender as err:  # a snapshot whose bytes are not a render: render instead
@@ -573,9 +606,7 @@ class Compiler:
             if change is False:  # cannot be appended: a head change as before
                 anchor = new_anchor = AnchoredHead(state.last_sequence, head_json(asked))
                 head = asked
-                ctx = attrs.evolve(
-                    self._context(asked, record, appends, anchor), head_changed=True
-                )
+                ctx = attrs.evolve(self._context(asked, record, appends, anchor), head_changed=True)
                 cache_key = attrs.evolve(
                     cache_key,
                     bound=tuple(head.digests[c] for c in m.binding.bound_components()),
@@ -1278,10 +1309,14 @@ def _report_entries(state: RenderState, record: BindingRecord) -> list[StripEntr
 def _already_out(entry: StripEntry, record: BindingRecord) -> bool:
     """A block released now that the last committing compile had already left out: its loss
     was reported then, so the strip does not name it again (its release is recorded)."""
-    return entry.kind in ("released", "release") and (
-        entry.message_id,
-        entry.block,
-    ) in record.left_out
+    return (
+        entry.kind in ("released", "release")
+        and (
+            entry.message_id,
+            entry.block,
+        )
+        in record.left_out
+    )
 
 
 def _carry_ages(before: RenderState, after: RenderState) -> None:

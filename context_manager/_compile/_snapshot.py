@@ -34,7 +34,7 @@ from context_manager._store._protocol import Lineage
 from ._compact import CompactRender
 from ._render import RenderState
 
-FORMAT = 1
+FORMAT = 2
 """Bumped whenever what a snapshot's bytes hold changes shape."""
 
 _PACKAGE = Path(__file__).resolve().parents[1]
