@@ -57,6 +57,17 @@ def _grow(cm: ContextManager, turns: int, start: int = 0, *, words: int = 1) -> 
         cm.record_reply(_reply(n), cm.compile(HEAD))
 
 
+def _grown_and_gone() -> tuple[MemoryStore, int]:
+    """A store holding 30 long turns whose manager is gone, and the render cache's bytes
+    then (what the managers a test opens next add to)."""
+    store = MemoryStore()
+    grower = ContextManager.open(store, namespace="ada", binding=BINDING)
+    _grow(grower, 30, words=40)
+    del grower
+    gc.collect()
+    return store, render_cache_bytes()
+
+
 def _bytes(request: dict[str, Any]) -> str:
     return json.dumps(request, sort_keys=True)
 
@@ -209,12 +220,7 @@ def test_a_compact_render_extended_by_new_messages_sends_what_a_fresh_manager_se
 def test_a_branch_built_from_the_store_and_not_compiled_since_is_compacted_by_the_next_one() -> (
     None
 ):
-    store = MemoryStore()
-    grower = ContextManager.open(store, namespace="ada", binding=BINDING)
-    _grow(grower, 30, words=40)
-    del grower
-    gc.collect()
-    base = render_cache_bytes()
+    store, base = _grown_and_gone()
     first = ContextManager.open(store, namespace="ada", binding=BINDING)
     sent = first.compile(HEAD)
     one = render_cache_bytes() - base
@@ -302,12 +308,7 @@ def test_a_render_leaves_what_the_host_froze_frozen_and_freezes_nothing_itself()
 
 
 def test_past_the_hot_bound_the_least_recently_compiled_branch_is_kept_compact() -> None:
-    store = MemoryStore()
-    grower = ContextManager.open(store, namespace="ada", binding=BINDING)
-    _grow(grower, 30, words=40)
-    del grower
-    gc.collect()
-    base = render_cache_bytes()
+    store, base = _grown_and_gone()
     first, second = (ContextManager.open(store, namespace="ada", binding=BINDING) for _ in "ab")
     sent = first.compile(HEAD)
     one = render_cache_bytes() - base
