@@ -20,6 +20,7 @@ import json
 import os
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
@@ -254,6 +255,27 @@ class StoreWithout:
         if name in self._missing:
             raise AttributeError(name)
         return getattr(self._inner, name)
+
+
+class CallCountingStore:
+    """A real store, counting the calls of the ``counted`` methods made through it (``calls``):
+    to show what a compile reads, never to change it."""
+
+    def __init__(self, inner: Store, *counted: str) -> None:
+        self._inner = inner
+        self._counted = frozenset(counted)
+        self.calls: Counter[str] = Counter()
+
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(self._inner, name)
+        if name not in self._counted:
+            return found
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.calls[name] += 1
+            return found(*args, **kwargs)
+
+        return counted
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:

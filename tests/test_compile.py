@@ -11,7 +11,7 @@ from typing import Any
 import attrs
 import pytest
 import structlog
-from helpers import unmarked
+from helpers import CallCountingStore, unmarked
 from structlog.testing import capture_logs
 
 from context_manager import (
@@ -347,6 +347,36 @@ def test_interleaved_thinking_is_judged_block_by_block_from_the_first_invalid_on
         "text",
         "tool_use",
     ]
+
+
+def test_a_tool_loop_compile_reads_the_in_flight_reply_from_the_messages_it_already_read(
+    store: Store,
+) -> None:
+    """The open round's reply is read to send it as recorded; the render read it already, so
+    a compile in a tool loop reads it from there (a round trip less on a shared database),
+    and what it sends is the same, a release put back included."""
+    counting = CallCountingStore(store, "get")
+    cm = ContextManager.open(counting, namespace="ada", binding=STRIPS)  # type: ignore[arg-type]
+    cm.add_message("user", "investigate")
+    first = cm.compile(HEAD)
+    interleaved = [
+        {"type": "thinking", "thinking": "", "signature": "sig-a"},
+        {"type": "text", "text": "checking"},
+        {"type": "thinking", "thinking": "", "signature": "sig-b"},
+        {"type": "tool_use", "id": "toolu_i", "name": "read_log", "input": {}},
+    ]
+    rid = cm.record_reply(interleaved, first)
+    cm.add_message(
+        "user", [{"type": "tool_result", "tool_use_id": "toolu_i", "content": "log line"}]
+    )
+    cm.release_thinking(rid, from_block=2)
+    reads = counting.calls["get"]
+
+    in_flight = cm.compile(HEAD)
+
+    assert counting.calls["get"] == reads
+    assert thinking_count(in_flight) == 2  # the released block put back: sent as recorded
+    assert in_flight.thinking_strip is None
 
 
 def test_an_empty_text_signed_block_is_kept_while_valid(cm: ContextManager) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from helpers import (
     THINKING_HEAD,
+    CallCountingStore,
     invalid_calls,
     replies_with_thinking,
     signed_conversation,
@@ -279,21 +280,6 @@ async def test_a_restored_render_that_sheds_never_sends_thinking_released_before
     assert invalid_calls(sim) == []
 
 
-class _CountingReleases:
-    """A real store, counting the release reads made through it."""
-
-    def __init__(self, inner: Store) -> None:
-        self._inner = inner
-        self.release_reads = 0
-
-    def releases(self, *args: Any, **kwargs: Any) -> Any:
-        self.release_reads += 1
-        return self._inner.releases(*args, **kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-
 async def _released_and_saved(store: Store) -> tuple[list[str], str]:
     """A conversation whose oldest reply's thinking was released and told, then rendered from
     the store (its snapshot saved): the replies, and the branch key."""
@@ -312,11 +298,11 @@ def _restarted_release_reads(store: Store, released: str) -> int:
     """The release reads a restarted host's first compile on ``store`` makes, having checked
     that it restored the snapshot and sent what a render from the store would: not
     ``released``'s thinking, and no strip (the first host told it)."""
-    counting = _CountingReleases(store)
+    counting = CallCountingStore(store, "releases")
     restarted = ContextManager.open(counting, namespace="ada")  # type: ignore[arg-type]
     with capture_logs() as logs:
         again = restarted.compile(THINKING_HEAD)
-    reads = counting.release_reads
+    reads = counting.calls["releases"]
     assert RESTORED in events(logs)
     assert released not in replies_with_thinking(again)
     assert again.thinking_strip is None

@@ -81,6 +81,10 @@ SNAPSHOT_REFRESH_MESSAGES = 64
 """A compile that restored a snapshot this many or more messages behind saves a fresh one (a
 render from the stored messages always saves one; a steady compile never does)."""
 
+INFLIGHT_LOOKBACK = 16
+"""How many of a render's newest stored messages are searched for the in-flight reply before
+the store is read (it is the newest assistant message: only results and notices follow it)."""
+
 DEFAULT_MAX_TOKENS = 4096
 """``max_tokens`` when the head's settings give none (the API requires the field)."""
 
@@ -720,7 +724,9 @@ class Compiler:
         if key in self._sizes:
             _resident.note(self, key, self._sizes[key], repeat=repeat)
         compile_id = f"cmp_{uuid.uuid4().hex[:16]}"
-        inflight = self._inflight(state)
+        inflight = self._inflight(
+            state, memo if memo is not None and memo.serial == serial else None
+        )
         body, end_chain = self._request(head, state)
         provenance = list(state.provenance)
         put_back: frozenset[tuple[MessageId, int]] = frozenset()
@@ -810,8 +816,10 @@ class Compiler:
             reads=m.binding.reads,
         )
 
-    def _inflight(self, state: RenderState) -> Restored | None:
-        """The open round's reply as recorded, when the rules would alter it (SPEC 7).
+    def _inflight(self, state: RenderState, memo: _WindowMemo | None) -> Restored | None:
+        """The open round's reply as recorded, when the rules would alter it (SPEC 7); read
+        from ``memo`` (the stored messages this render read, at this change serial) when it
+        holds it near its end, as it does in a tool loop, else from the store.
 
         Raises:
             InFlightThinkingInvalid: it carries failing thinking and ``drop_block`` is off.
@@ -819,9 +827,14 @@ class Compiler:
         m = self.manager
         if not m.binding.binds:
             return None
-        inflight = restore_inflight(
-            state, lambda mid: m.store.get(m.namespace, mid), m.resolve_reasoning
-        )
+
+        def read(mid: MessageId) -> StoredMessage:
+            for message in reversed(memo.messages[-INFLIGHT_LOOKBACK:] if memo else ()):
+                if message.id == mid:
+                    return message
+            return m.store.get(m.namespace, mid)
+
+        inflight = restore_inflight(state, read, m.resolve_reasoning)
         if inflight is not None and not m.binding.drop_block:
             mid = inflight.put_back[0][0]
             raise InFlightThinkingInvalid(mid, tuple(b for _, b in inflight.put_back))
