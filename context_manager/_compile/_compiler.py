@@ -582,8 +582,9 @@ class Compiler:
             snapshot = self._load_snapshot(key, cache_key, serial, lineage, record)
         try:
             state, extended = self._extend_cached(key, cache_key, serial, ctx, lineage, dry_run)
-        except NotARender as err:  # a snapshot whose bytes are not a render: render instead
-            log.warning("render_snapshot_refused", branch=key, error=str(err))
+        except NotARender as err:  # a kept compact render that does not restore (never
+            # expected: this process made it; a snapshot is restored above): render instead
+            log.warning("compact_render_refused", branch=key, error=str(err))
             self._states.pop(key, None)
             state, snapshot, extended = None, False, 0
         if snapshot and state is not None:
