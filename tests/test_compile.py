@@ -379,6 +379,24 @@ def test_a_tool_loop_compile_reads_the_in_flight_reply_from_the_messages_it_alre
     assert in_flight.thinking_strip is None
 
 
+def test_a_steady_compile_reads_the_serials_and_what_was_stored_since_in_one_call(
+    store: Store,
+) -> None:
+    """A compile that extends a kept render needs the agent's serials and the messages stored
+    since: one store call (one round trip on PostgreSQL), and the same request as two."""
+    counting = CallCountingStore(store, "serials", "read", "serials_and_read", "get")
+    cm = ContextManager.open(counting, namespace="ada", binding=STRIPS)  # type: ignore[arg-type]
+    turn(cm, HEAD, "q1", "a1")
+    cm.add_message("user", "q2")
+    counting.calls.clear()
+
+    steady = cm.compile(HEAD, dry_run=True)
+
+    assert dict(counting.calls) == {"serials_and_read": 1}
+    cm.forget_cache()
+    assert steady.request == cm.compile(HEAD, dry_run=True).request
+
+
 def test_an_empty_text_signed_block_is_kept_while_valid(cm: ContextManager) -> None:
     cm.add_message("user", "q")
     result = cm.compile(HEAD)

@@ -248,6 +248,26 @@ def test_the_store_reads_the_tail_newest_first(store: Store) -> None:
     assert expected == ([m.id for m in tail], store.last_sequence("default", lineage))
 
 
+def test_serials_and_read_are_the_serials_and_the_read_after_a_sequence_together(
+    store: Store,
+) -> None:
+    """``serials_and_read`` (one round trip where the store has them) is ``serials`` and
+    ``read(after=...)``, on a fork's two-segment lineage too."""
+    cm = ContextManager.open(store)
+    ids = [cm.add_message("user", f"m{i}") for i in range(3)]
+    cm.fork("side")
+    ids += [cm.add_message("user", f"s{i}") for i in range(2)]
+    cm.edit_message(ids[1], "edited")
+    lineage = cm.lineage()
+    assert len(lineage) == 2
+
+    for after in [0, *(cm.get_message(mid).sequence for mid in ids)]:
+        changes, bindings, new = store.serials_and_read("default", lineage, after)
+        assert (changes, bindings) == store.serials("default")
+        assert new == store.read("default", lineage, after=after)
+    assert [m.id for m in store.serials_and_read("default", lineage, 0)[2]] == ids
+
+
 def test_a_missing_message_is_message_not_found(store: Store) -> None:
     """An unknown id raises ``MessageNotFound``, which is also a ``KeyError``."""
     cm = ContextManager.open(store, namespace="ada")

@@ -163,6 +163,14 @@ def _piece_bytes(pieces: Pieces) -> int:
     return total
 
 
+@attrs.frozen
+class _Fresh:
+    """The messages stored after sequence ``after``, read with the serials."""
+
+    after: int
+    messages: list[StoredMessage]
+
+
 @attrs.define
 class _Steady:
     """The last unchanged append-only plan of a branch: reused while the anchor, the asked head
@@ -443,15 +451,24 @@ class Compiler:
         if self._binding_serial is not None:
             self._binding_serial += 1
 
-    def _serials(self) -> int:
-        """The agent's change serial, after seeing other writers (``_see_other_writers``)."""
+    def _serials(self, key: str, lineage: Lineage) -> tuple[int, _Fresh | None]:
+        """The agent's change serial, after seeing other writers (``_see_other_writers``),
+        and, when branch ``key`` keeps a render, what was stored since it in the same call
+        (``Store.serials_and_read``: one round trip where the store has them)."""
         m = self.manager
+        kept = self._states.get(key)
+        with_read = getattr(m.store, "serials_and_read", None)
+        if kept is not None and with_read is not None:
+            after = kept[1].last_sequence
+            changes, bindings, new = with_read(m.namespace, lineage, after)
+            self._see_other_writers(int(bindings))
+            return int(changes), _Fresh(after, new)
         both = getattr(m.store, "serials", None)
         if both is None:  # a store written before ``serials``: this process's writes only
-            return m.store.change_serial(m.namespace)
+            return m.store.change_serial(m.namespace), None
         changes, bindings = both(m.namespace)
         self._see_other_writers(int(bindings))
-        return int(changes)
+        return int(changes), None
 
     def _see_other_writers(self, serial: int) -> None:
         """Drop every kept binding record and render when another process, host or manager
@@ -546,7 +563,7 @@ class Compiler:
         m = self.manager
         key = m.current_branch_key()
         lineage = m.lineage()
-        serial = self._serials()
+        serial, since = self._serials(key, lineage)
         record = self.record_for(key)
         asked = head
         appends = m.binding.appends(head.model)
@@ -581,7 +598,9 @@ class Compiler:
             _resident.admit(self, key)
             snapshot = self._load_snapshot(key, cache_key, serial, lineage, record)
         try:
-            state, extended = self._extend_cached(key, cache_key, serial, ctx, lineage, dry_run)
+            state, extended = self._extend_cached(
+                key, cache_key, serial, ctx, lineage, dry_run, since
+            )
         except NotARender as err:  # a kept compact render that does not restore (never
             # expected: this process made it; a snapshot is restored above): render instead
             log.warning("compact_render_refused", branch=key, error=str(err))
@@ -908,14 +927,22 @@ class Compiler:
         ctx: RenderContext,
         lineage: Lineage,
         dry_run: bool,
+        fresh: _Fresh | None = None,
     ) -> tuple[RenderState | None, int]:
         """The cached render extended by the messages stored since (and how many), or
-        ``None`` when it cannot be (none kept, another key or change serial, a new summary)."""
+        ``None`` when it cannot be (none kept, another key or change serial, a new summary).
+        ``fresh``: what was stored since a sequence, read with the serials (used when that
+        sequence is still the render's last)."""
         cached = self._states.get(key)
         if cached is None or cached[0] != cache_key or cached[1].change_serial != serial:
             return None, 0
         m = self.manager
-        new = m.store.read(m.namespace, lineage, after=cached[1].last_sequence)
+        last = cached[1].last_sequence
+        new = (
+            fresh.messages
+            if fresh is not None and fresh.after == last
+            else m.store.read(m.namespace, lineage, after=last)
+        )
         if any(message.metadata.kind == SUMMARY_KIND for message in new):
             return None, 0
         if isinstance(cached[1], CompactRender):

@@ -311,6 +311,13 @@ class MemoryStore:
             edits = int(changes[-1][0]) if changes else 0
             return edits, self._binding_serials.get(namespace, 0)
 
+    def serials_and_read(
+        self, namespace: str, lineage: Lineage, after: int
+    ) -> tuple[int, int, list[StoredMessage]]:
+        with self._lock:
+            changes, bindings = self.serials(namespace)
+            return changes, bindings, self.read(namespace, lineage, after=after)
+
     def _bump_binding(self, namespace: str) -> None:
         self._binding_serials[namespace] = self._binding_serials.get(namespace, 0) + 1
 

@@ -53,6 +53,7 @@ from context_manager._store._protocol import (
     left_out_since,
 )
 from context_manager._store._read import check_limit, select_window
+from context_manager._store._sql import MESSAGE_COLUMNS, segment_query
 from context_manager._store._sqlite import _RELEASE_COLUMNS, _is_stamp, _release
 
 from ._hold import Hold, holder_identity
@@ -69,7 +70,6 @@ log = library_logger("context_manager.store")
 
 INSTALL_HINT = "PostgresStore needs psycopg 3: pip install 'context-manager[postgres]'"
 
-_MESSAGE_COLUMNS = "id, seq, branch, role, content, meta, created_at"
 
 @attrs.define
 class _Batch:
@@ -514,7 +514,7 @@ class PostgresStore:
     def get(self, namespace: str, message_id: MessageId) -> StoredMessage:
         with self._reading(namespace) as conn:
             row = conn.execute(
-                f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE ns = %s AND id = %s",
+                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE ns = %s AND id = %s",
                 (namespace, message_id),
             ).fetchone()
         if row is None:
@@ -533,29 +533,39 @@ class PostgresStore:
         newest_first: bool = False,
     ) -> list[StoredMessage]:
         check_limit(limit)
-        order = "DESC" if newest_first else "ASC"
         segments = []
         with self._reading(namespace) as conn:
             for key, top in lineage:
-                bounds = [x for x in (top, upto) if x is not None]
-                sql = f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE ns = %s AND branch = %s"
-                params: list[Any] = [namespace, key]
-                if after is not None:
-                    sql += " AND seq > %s"
-                    params.append(after)
-                if bounds:
-                    sql += " AND seq <= %s"
-                    params.append(min(bounds))
-                if kind is not None:
-                    sql += " AND kind = %s"
-                    params.append(kind)
-                sql += f" ORDER BY seq {order}"
-                if limit is not None:
-                    sql += " LIMIT %s"
-                    params.append(limit)
+                sql, params = segment_query(
+                    "%s",
+                    namespace,
+                    key,
+                    top,
+                    after=after,
+                    upto=upto,
+                    kind=kind,
+                    limit=limit,
+                    newest_first=newest_first,
+                )
                 rows = conn.execute(sql.encode(), params).fetchall()
                 segments.append([_message(r) for r in rows])
         return select_window(segments, kind=kind, limit=limit, newest_first=newest_first)
+
+    def serials_and_read(
+        self, namespace: str, lineage: Lineage, after: int
+    ) -> tuple[int, int, list[StoredMessage]]:
+        """One round trip: the statements are pipelined, and their results read after."""
+        with self._reading(namespace) as conn:
+            with conn.pipeline():
+                serials = conn.execute(_SERIALS, (namespace, namespace))
+                reads = []
+                for key, top in lineage:
+                    sql, params = segment_query("%s", namespace, key, top, after=after)
+                    reads.append(conn.execute(sql.encode(), params))
+            row = serials.fetchone()
+            segments = [[_message(r) for r in cursor.fetchall()] for cursor in reads]
+        changes, bindings = (int(row[0] or 0), int(row[1] or 0)) if row else (0, 0)
+        return changes, bindings, select_window(segments, kind=None, limit=None, newest_first=False)
 
     def last_sequence(self, namespace: str, lineage: Lineage) -> int:
         newest = 0
@@ -625,11 +635,7 @@ class PostgresStore:
     def serials(self, namespace: str) -> tuple[int, int]:
         """The change serial and the binding serial, in one round trip."""
         with self._reading(namespace) as conn:
-            row = conn.execute(
-                "SELECT (SELECT max(serial) FROM changes WHERE ns = %s), "
-                "(SELECT serial FROM binding_serials WHERE ns = %s)",
-                (namespace, namespace),
-            ).fetchone()
+            row = conn.execute(_SERIALS, (namespace, namespace)).fetchone()
         return (int(row[0] or 0), int(row[1] or 0)) if row else (0, 0)
 
     def changed_since(self, namespace: str, serial: int) -> int | None:
@@ -784,7 +790,7 @@ class PostgresStore:
                 )
                 cursor.executemany(
                     "INSERT INTO release_history (ns, branch, message_id, from_block, at_seq) "
-                "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
                     [(namespace, branch, mid, block, at_sequence) for mid, block in releases],
                 )
             if reported:
@@ -843,9 +849,13 @@ def _hold_connections(
     psycopg: Any, target: str | psycopg_pool.ConnectionPool[Any], where: str, timeout: float
 ) -> HoldConnections:
     """Where holds connect: the connection string, or the pool's (its ``kwargs`` too)."""
-    source: tuple[Any, Any] = (target, {}) if isinstance(target, str) else (
-        target.conninfo,
-        target.kwargs,
+    source: tuple[Any, Any] = (
+        (target, {})
+        if isinstance(target, str)
+        else (
+            target.conninfo,
+            target.kwargs,
+        )
     )
     conninfo, kwargs = (x() if callable(x) else x for x in source)
     kwargs = {"connect_timeout": max(1, round(timeout)), **(kwargs or {})}
@@ -878,6 +888,13 @@ def _branch(row: Sequence[Any], *, deleted: bool = False) -> BranchRecord:
         fork_sequence=None if fork_sequence is None else int(fork_sequence),
         deleted=deleted,
     )
+
+
+_SERIALS = (
+    "SELECT (SELECT max(serial) FROM changes WHERE ns = %s), "
+    "(SELECT serial FROM binding_serials WHERE ns = %s)"
+)
+"""The agent's change serial and binding serial, in one statement."""
 
 
 def _message(row: Sequence[Any]) -> StoredMessage:

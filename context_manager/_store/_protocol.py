@@ -199,6 +199,14 @@ class Store(Protocol):
         ``change_serial`` alone, as never written elsewhere."""
         ...
 
+    def serials_and_read(
+        self, namespace: str, lineage: Lineage, after: int
+    ) -> tuple[int, int, list[StoredMessage]]:
+        """``serials(namespace)`` and ``read(namespace, lineage, after=after)`` together: a
+        compile that keeps a render makes both reads, and a store with round trips makes them
+        one. A store without this method is read with the two calls."""
+        ...
+
     def changed_since(self, namespace: str, serial: int) -> int | None: ...
 
     def stamps(

@@ -49,6 +49,7 @@ from ._protocol import (
     left_out_since,
 )
 from ._read import check_limit, select_window
+from ._sql import MESSAGE_COLUMNS, segment_query
 from ._sqlite_file import connect, open_versioned, transaction
 
 APPLICATION_ID = 0x434D4752
@@ -398,7 +399,7 @@ class SQLiteStore:
 
     def get(self, namespace: str, message_id: MessageId) -> StoredMessage:
         rows = self._query(
-            f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE ns = ? AND id = ?",
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE ns = ? AND id = ?",
             (namespace, message_id),
         )
         if not rows:
@@ -417,25 +418,19 @@ class SQLiteStore:
         newest_first: bool = False,
     ) -> list[StoredMessage]:
         check_limit(limit)
-        order = "DESC" if newest_first else "ASC"
         segments = []
         for key, top in lineage:
-            bounds = [x for x in (top, upto) if x is not None]
-            sql = f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE ns = ? AND branch = ?"
-            params: list[Any] = [namespace, key]
-            if after is not None:
-                sql += " AND seq > ?"
-                params.append(after)
-            if bounds:
-                sql += " AND seq <= ?"
-                params.append(min(bounds))
-            if kind is not None:
-                sql += " AND kind = ?"
-                params.append(kind)
-            sql += f" ORDER BY seq {order}"
-            if limit is not None:
-                sql += " LIMIT ?"
-                params.append(limit)
+            sql, params = segment_query(
+                "?",
+                namespace,
+                key,
+                top,
+                after=after,
+                upto=upto,
+                kind=kind,
+                limit=limit,
+                newest_first=newest_first,
+            )
             segments.append(_messages(self._query(sql, params)))
         return select_window(segments, kind=kind, limit=limit, newest_first=newest_first)
 
@@ -495,6 +490,12 @@ class SQLiteStore:
             (namespace, namespace),
         )
         return int(rows[0][0] or 0), int(rows[0][1] or 0)
+
+    def serials_and_read(
+        self, namespace: str, lineage: Lineage, after: int
+    ) -> tuple[int, int, list[StoredMessage]]:
+        changes, bindings = self.serials(namespace)
+        return changes, bindings, self.read(namespace, lineage, after=after)
 
     def changed_since(self, namespace: str, serial: int) -> int | None:
         rows = self._query(
@@ -708,8 +709,6 @@ def _is_stamp(value: Any) -> bool:
 
 _SQL_VARIABLES_PER_QUERY = 500
 """Well under SQLite's host-parameter limit (999 on old builds)."""
-
-_MESSAGE_COLUMNS = "id, seq, branch, role, content, meta, created_at"
 
 
 _RELEASE_COLUMNS = "message_id, from_block, reported, reported_from, at_seq"
