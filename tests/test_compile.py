@@ -20,6 +20,7 @@ from context_manager import (
     Fold,
     Head,
     MemoryStore,
+    MessageId,
     OverBudget,
     SQLiteStore,
     Store,
@@ -315,11 +316,9 @@ def test_an_observer_that_raises_never_fails_the_compile_and_the_others_still_ru
     assert "observer down" in failures[0]["error"]
 
 
-def test_interleaved_thinking_is_judged_block_by_block_from_the_first_invalid_one_on(
-    cm: ContextManager,
-) -> None:
-    """VENDOR_RULES 6 changed this: while its round is open the reply goes out as recorded, so
-    the release shows once the round has closed."""
+def _open_round_with_interleaved_thinking(cm: ContextManager) -> MessageId:
+    """A recorded reply thinking twice around its text before a tool call, and that call's
+    result: the round is open. Returns the reply's id."""
     cm.add_message("user", "investigate")
     first = cm.compile(HEAD)
     interleaved = [
@@ -332,6 +331,15 @@ def test_interleaved_thinking_is_judged_block_by_block_from_the_first_invalid_on
     cm.add_message(
         "user", [{"type": "tool_result", "tool_use_id": "toolu_i", "content": "log line"}]
     )
+    return rid
+
+
+def test_interleaved_thinking_is_judged_block_by_block_from_the_first_invalid_one_on(
+    cm: ContextManager,
+) -> None:
+    """VENDOR_RULES 6 changed this: while its round is open the reply goes out as recorded, so
+    the release shows once the round has closed."""
+    rid = _open_round_with_interleaved_thinking(cm)
     kept = cm.compile(HEAD)
     assert thinking_count(kept) == 2
     cm.release_thinking(rid, from_block=2)
@@ -357,18 +365,7 @@ def test_a_tool_loop_compile_reads_the_in_flight_reply_from_the_messages_it_alre
     and what it sends is the same, a release put back included."""
     counting = CallCountingStore(store, "get")
     cm = ContextManager.open(counting, namespace="ada", binding=STRIPS)  # type: ignore[arg-type]
-    cm.add_message("user", "investigate")
-    first = cm.compile(HEAD)
-    interleaved = [
-        {"type": "thinking", "thinking": "", "signature": "sig-a"},
-        {"type": "text", "text": "checking"},
-        {"type": "thinking", "thinking": "", "signature": "sig-b"},
-        {"type": "tool_use", "id": "toolu_i", "name": "read_log", "input": {}},
-    ]
-    rid = cm.record_reply(interleaved, first)
-    cm.add_message(
-        "user", [{"type": "tool_result", "tool_use_id": "toolu_i", "content": "log line"}]
-    )
+    rid = _open_round_with_interleaved_thinking(cm)
     cm.release_thinking(rid, from_block=2)
     reads = counting.calls["get"]
 

@@ -53,7 +53,7 @@ from context_manager._store._protocol import (
     left_out_since,
 )
 from context_manager._store._read import check_limit, select_window
-from context_manager._store._sql import MESSAGE_COLUMNS, segment_query
+from context_manager._store._sql import MESSAGE_COLUMNS, segment_queries
 from context_manager._store._sqlite import _RELEASE_COLUMNS, _is_stamp, _release
 
 from ._hold import Hold, holder_identity
@@ -533,22 +533,21 @@ class PostgresStore:
         newest_first: bool = False,
     ) -> list[StoredMessage]:
         check_limit(limit)
-        segments = []
+        queries = segment_queries(
+            "%s",
+            namespace,
+            lineage,
+            after=after,
+            upto=upto,
+            kind=kind,
+            limit=limit,
+            newest_first=newest_first,
+        )
         with self._reading(namespace) as conn:
-            for key, top in lineage:
-                sql, params = segment_query(
-                    "%s",
-                    namespace,
-                    key,
-                    top,
-                    after=after,
-                    upto=upto,
-                    kind=kind,
-                    limit=limit,
-                    newest_first=newest_first,
-                )
-                rows = conn.execute(sql.encode(), params).fetchall()
-                segments.append([_message(r) for r in rows])
+            segments = [
+                [_message(r) for r in conn.execute(sql.encode(), params).fetchall()]
+                for sql, params in queries
+            ]
         return select_window(segments, kind=kind, limit=limit, newest_first=newest_first)
 
     def serials_and_read(
@@ -558,10 +557,10 @@ class PostgresStore:
         with self._reading(namespace) as conn:
             with conn.pipeline():
                 serials = conn.execute(_SERIALS, (namespace, namespace))
-                reads = []
-                for key, top in lineage:
-                    sql, params = segment_query("%s", namespace, key, top, after=after)
-                    reads.append(conn.execute(sql.encode(), params))
+                reads = [
+                    conn.execute(sql.encode(), params)
+                    for sql, params in segment_queries("%s", namespace, lineage, after=after)
+                ]
             row = serials.fetchone()
             segments = [[_message(r) for r in cursor.fetchall()] for cursor in reads]
         changes, bindings = (int(row[0] or 0), int(row[1] or 0)) if row else (0, 0)

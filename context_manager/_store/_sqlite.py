@@ -49,7 +49,7 @@ from ._protocol import (
     left_out_since,
 )
 from ._read import check_limit, select_window
-from ._sql import MESSAGE_COLUMNS, segment_query
+from ._sql import MESSAGE_COLUMNS, segment_queries
 from ._sqlite_file import connect, open_versioned, transaction
 
 APPLICATION_ID = 0x434D4752
@@ -418,20 +418,17 @@ class SQLiteStore:
         newest_first: bool = False,
     ) -> list[StoredMessage]:
         check_limit(limit)
-        segments = []
-        for key, top in lineage:
-            sql, params = segment_query(
-                "?",
-                namespace,
-                key,
-                top,
-                after=after,
-                upto=upto,
-                kind=kind,
-                limit=limit,
-                newest_first=newest_first,
-            )
-            segments.append(_messages(self._query(sql, params)))
+        queries = segment_queries(
+            "?",
+            namespace,
+            lineage,
+            after=after,
+            upto=upto,
+            kind=kind,
+            limit=limit,
+            newest_first=newest_first,
+        )
+        segments = [_messages(self._query(sql, params)) for sql, params in queries]
         return select_window(segments, kind=kind, limit=limit, newest_first=newest_first)
 
     def last_sequence(self, namespace: str, lineage: Lineage) -> int:
