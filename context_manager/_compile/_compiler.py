@@ -1350,14 +1350,10 @@ def _report_entries(state: RenderState, record: BindingRecord) -> list[StripEntr
 def _already_out(entry: StripEntry, record: BindingRecord) -> bool:
     """A block released now that the last committing compile had already left out: its loss
     was reported then, so the strip does not name it again (its release is recorded)."""
-    return (
-        entry.kind in ("released", "release")
-        and (
-            entry.message_id,
-            entry.block,
-        )
-        in record.left_out
-    )
+    return entry.kind in ("released", "release") and (
+        entry.message_id,
+        entry.block,
+    ) in record.left_out
 
 
 def _carry_ages(before: RenderState, after: RenderState) -> None:
