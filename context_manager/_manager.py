@@ -14,7 +14,12 @@ from typing import Any, TypeAlias
 
 from context_manager._model._log import library_logger
 
-from ._binding._drops import PlacedDrops, parse_input_transformations, place_thinking_drops
+from ._binding._drops import (
+    KEPT_REASONS,
+    PlacedDrops,
+    parse_input_transformations,
+    place_thinking_drops,
+)
 from ._compile._caching import Caching
 from ._compile._compiler import Compiler
 from ._compile._strategies import Passthrough, Strategy, estimate_tokens
@@ -431,9 +436,18 @@ class ContextManager:
         Returns:
             ``PlacedDrops`` (``context_manager._drops``). Prefix, organization and end-user
             drops are released on ``result.branch`` from their block on; model drops are kept.
+            A model drop of a block the compile sent knowing the model cannot read it
+            (``result.unreadable``, already reported in a strip) is expected: not placed.
         """
+        drops = parse_input_transformations(response)
+        if result.unreadable:
+            expected = frozenset(result.unreadable)
+            kept = tuple(d for d in drops if d.reason not in KEPT_REASONS or d.path not in expected)
+            if len(kept) < len(drops):
+                log.debug("thinking_dropped_as_expected", count=len(drops) - len(kept))
+            drops = kept
         placed = place_thinking_drops(
-            parse_input_transformations(response),
+            drops,
             result.provenance,
             rounds,
             find_signature=lambda digest: self.store.find_signature(self.namespace, digest),

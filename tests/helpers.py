@@ -40,7 +40,7 @@ from context_manager import (
 )
 from context_manager._model import strip_cache_control
 from context_manager.runtime import Agent, RetryPolicy, Runtime
-from context_manager.simulator import Simulator
+from context_manager.simulator import MODEL_MISMATCH, Simulator
 
 READ_LOG_TOOL = {
     "name": "read_log",
@@ -77,12 +77,15 @@ def head_json(head: Head) -> str:
 
 def invalid_calls(sim: Simulator) -> list[str]:
     """Why each call ``sim`` answered was not clean: refused, answered with thinking dropped, or
-    its request fails ``sim.verify``. Empty when every request compiled for it was valid."""
+    its request fails ``sim.verify``. Empty when every request compiled for it was valid. A
+    block the requested model cannot read is not counted: the compiler sends it on purpose
+    (VENDOR_RULES 8, ``CompileResult.unreadable``) and the API drops it without an error."""
     bad = []
     for call in sim.calls:
         checks = sim.verify({**call.request, "betas": list(call.betas)})
-        bad += [str(c.reason) for c in checks if c.reason is not None]
-        bad += [] if call.status == 200 and not call.dropped else [f"status {call.status}"]
+        bad += [str(c.reason) for c in checks if c.reason not in (None, MODEL_MISMATCH)]
+        dropped = [c for c in call.dropped if c.reason != MODEL_MISMATCH]
+        bad += [] if call.status == 200 and not dropped else [f"status {call.status}"]
     return bad
 
 

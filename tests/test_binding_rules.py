@@ -110,18 +110,26 @@ def test_a_switch_to_a_model_that_reads_the_blocks_keeps_them(store: Store) -> N
     assert result.thinking_strip is None
 
 
-def test_a_switch_to_a_model_that_cannot_read_them_leaves_them_out_as_a_model_change(
+def test_a_switch_to_a_model_that_cannot_read_them_sends_them_and_reports_a_model_change(
     store: Store,
 ) -> None:
-    """VENDOR_RULES 9: Opus 5 does not read Opus 5.5 blocks."""
+    """VENDOR_RULES 8, 9: Opus 5 does not read Opus 5.5 blocks; they are still sent (the API
+    drops them, never a 400), named in ``unreadable``, and reported as lost to the model."""
     cm = ContextManager.open(store, namespace="ada", binding=STRIPS)
     newer = Head(model="claude-opus-5-5", system=HEAD.system, settings=HEAD.settings)
     ids = history(cm, newer, 2)
     result = cm.compile(HEAD)
-    assert sent_replies(cm, result) == []
+    assert sent_replies(cm, result) == ids
+    assert result.unreadable == ("messages.1.content.0", "messages.3.content.0")
     assert result.thinking_strip is not None
     assert (result.thinking_strip.cause, result.thinking_strip.changed) == ("head", ("model",))
     assert result.thinking_strip.replies == tuple(ids)
+    again = cm.compile(HEAD)
+    assert (again.thinking_strip, again.restored, again.unreadable) == (
+        None,
+        (),
+        result.unreadable,
+    )
 
 
 def test_a_custom_readability_table_decides_the_model_check(store: Store) -> None:
@@ -231,10 +239,11 @@ def test_a_switch_back_to_a_reading_model_restores_the_blocks(store: Store) -> N
     cm = ContextManager.open(store, namespace="ada", binding=STRIPS)
     newer = Head(model="claude-opus-5-5", system=HEAD.system, settings=HEAD.settings)
     ids = history(cm, newer, 2)
-    assert sent_replies(cm, cm.compile(HEAD)) == []
+    assert sent_replies(cm, cm.compile(HEAD)) == ids
     back = cm.compile(newer)
     assert sent_replies(cm, back) == ids
     assert back.restored == tuple(ids)
+    assert back.unreadable == ()
 
 
 def test_a_dry_compile_under_a_changed_head_changes_nothing(store: Store) -> None:

@@ -1,4 +1,5 @@
-"""The cross-check: after every kind of change, the compiler's request verifies with zero drops.
+"""The cross-check: after every kind of change, the compiler's request verifies with zero drops
+but the model drops it expects (blocks the requested model cannot read, sent on purpose).
 
 Replies come from the simulator through the real SDK client, so every signature is real; each
 compiled request is then checked by the simulator's own verifier.
@@ -13,7 +14,7 @@ import attrs
 import pytest
 
 from context_manager import ContextManager, Fold, Head, MemoryStore, Window
-from context_manager.simulator import Simulator
+from context_manager.simulator import MODEL_MISMATCH, Simulator
 
 TOOL = {"name": "read_log", "input_schema": {"type": "object"}}
 HEAD = Head(
@@ -51,9 +52,10 @@ class Session:
             self.cm.add_message("user", text)
         result = self.cm.compile(self.head)
         checks = self.sim.verify(result.request)
-        assert [c.path for c in checks if c.reason is not None] == []
+        expected = [(path, MODEL_MISMATCH) for path in result.unreadable]
+        assert [(c.path_text, c.reason) for c in checks if c.reason is not None] == expected
         message = await self.client.beta.messages.create(**result.request)
-        assert message.input_transformations == []
+        assert [(t.path, t.reason) for t in message.input_transformations or []] == expected
         self.cm.record_reply(message, result)
         uses = [b for b in message.content if b.type == "tool_use"]
         if uses:

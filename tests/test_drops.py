@@ -395,15 +395,3 @@ def test_the_drop_names_are_exported_from_the_package() -> None:
     }
     assert names <= set(context_manager.__all__)
     assert all(hasattr(context_manager, name) for name in names)
-
-
-def test_reading_a_response_to_stamp_and_then_to_place_logs_an_ignored_entry_once() -> None:
-    from structlog.testing import capture_logs
-
-    from context_manager._binding._stamp import dropped_paths
-
-    response = {"input_transformations": [{"type": "thinking_rewritten", "path": "x"}]}
-    with capture_logs() as logs:
-        dropped_paths(response, [])
-        parse_input_transformations(response)
-    assert [e["event"] for e in logs] == ["input_transformation_ignored"]

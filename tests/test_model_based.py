@@ -85,6 +85,7 @@ from context_manager.runtime import Agent, RetryPolicy, Runtime, ToolFunction
 from context_manager.simulator import (
     DROP_REASONS,
     END_USER_MISMATCH,
+    MODEL_MISMATCH,
     ORGANIZATION_MISMATCH,
     PREFIX_MISMATCH,
     InvalidRequest,
@@ -848,13 +849,21 @@ class ReliabilityMachine(RuleBasedStateMachine):
         # out as recorded under drop_block (VENDOR_RULES 6); every prefix drop follows a forced
         # one or that reply
         inflight = _inflight_index(call.request["messages"])
+        # a block the requested model cannot read is sent on purpose (VENDOR_RULES 8) and
+        # named in ``unreadable``; its model drop is expected, not placed, not told
+        unreadable = set(result.unreadable)
+
+        def expected(check: Any) -> bool:
+            return check.reason == MODEL_MISMATCH and check.path_text in unreadable
+
         assert [
             c.reason
             for c in self.sim.verify(request)
-            if c.reason is not None and c.path[0] != inflight
+            if c.reason is not None and c.path[0] != inflight and not expected(c)
         ] == []
+        dropped = [c for c in call.dropped if not expected(c)]
         forced_before = False
-        for check in call.dropped:
+        for check in dropped:
             forced_before = forced_before or check.forced or check.path[0] == inflight
             assert check.forced or forced_before, f"unforced drop {check} in {call.request}"
         assert _jsonable(result.request["messages"]) == call.request["messages"]
@@ -873,7 +882,7 @@ class ReliabilityMachine(RuleBasedStateMachine):
             if _is_thinking(b)
         }
         placed: list[tuple[str, int, str]] = []
-        for check in call.dropped:
+        for check in dropped:
             i, j = check.path
             found = by_signature.get(_signature(call.request["messages"][i]["content"][j]))
             assert found is not None, f"a dropped block {check.path} matches no stored reply"
@@ -912,10 +921,16 @@ class ReliabilityMachine(RuleBasedStateMachine):
         inflight = _inflight_index(request["messages"])
         newly: set[str] = set()
         rendered: dict[str, tuple[int, dict[int, int], set[int]]] = {}
+        unread: set[tuple[str, int]] = set()  # sent, but the model cannot read them: lost
         for i, entry in enumerate(result.provenance):
             for source in entry.sources:
                 sent = {source.blocks[j] for j in source.signatures}
                 rendered[source.message_id] = (i, dict(source.blocks), sent)
+                unread.update(
+                    (source.message_id, source.blocks[j])
+                    for j in source.signatures
+                    if f"messages.{i}.content.{j}" in result.unreadable
+                )
         summaries = [m for m in visible if m.metadata.kind == "summary"]
         covered = int(summaries[-1].metadata.extra["covers_upto"]) if summaries else -1
         by_id = {m.id: m for m in visible}
@@ -944,6 +959,12 @@ class ReliabilityMachine(RuleBasedStateMachine):
             for k in thinking:
                 released_from = branch.released_from(message.id, len(message.content))
                 spot = (message.id, k)
+                if spot in unread:  # lost to this model (VENDOR_RULES 8): reported once
+                    STATS["left_out:unread"] += 1
+                    if spot not in branch.left_out:
+                        branch.left_out[spot] = result.last_sequence
+                        newly.add(message.id)
+                    continue
                 if k in sent:
                     assert k < released_from or i == inflight, (  # VENDOR_RULES 6
                         f"block {k} of {message.id} was released, yet sent"

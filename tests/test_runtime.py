@@ -26,6 +26,7 @@ from context_manager import (
     MemoryStore,
     SQLiteStore,
     Store,
+    ThinkingBlock,
     render_cache_bytes,
 )
 from context_manager.runtime import Agent, RetryPolicy, Runtime
@@ -479,3 +480,38 @@ async def test_a_notice_waiting_when_a_round_fails_is_held_until_the_round_is_an
     )
     assert rollback.sequence < notice.sequence
     assert all(call.dropped == () for call in sim.calls)
+
+
+async def test_a_switch_to_another_model_and_back_loses_no_reasoning_and_is_told_once() -> None:
+    """VENDOR_RULES 8 and [PT]: keep sending every block; the API drops what the current model
+    cannot read, and back on the first model every block reads, the other model's too."""
+    sim = Simulator(script=calling_script())
+    runtime = make(sim)
+    fable = Head(model="claude-fable-5-1", system="You are Ada.", settings=HEAD.settings)
+    ada = runtime.register(Agent("ada", fable))
+    await ada.run_turn("first on Fable")
+    await ada.run_turn("second on Fable")
+    ada.head = attrs.evolve(fable, model="claude-opus-5-5")
+    await ada.run_turn("third on Opus")
+    await ada.run_turn("fourth on Opus")
+    ada.head = fable
+    await ada.run_turn("fifth, back on Fable")
+
+    replies = [m for m in ada.context.messages() if m.role == "assistant"]
+    last = sim.requests[-1]["messages"]
+    sent = [b["signature"] for m in last for b in m["content"] if b["type"] == "thinking"]
+    made = [b.signature for m in replies[:4] for b in m.content if isinstance(b, ThinkingBlock)]
+    assert len(made) == 4
+    assert sent == made
+    assert [[d.reason for d in c.dropped] for c in sim.calls] == [
+        [],
+        [],
+        [MODEL_MISMATCH] * 2,
+        [MODEL_MISMATCH] * 2,
+        [],
+    ]
+    assert notices(ada) == [  # told once, at the switch; nothing at the drops or the way back
+        "[reasoning] ada: The reasoning behind your replies up to the one beginning "
+        '"Noted: second on Fable" is no longer in your context, because your model changed. '
+        "Their words are still here. Re-read before relying on an earlier decision."
+    ]

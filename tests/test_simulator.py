@@ -729,23 +729,26 @@ def test_fail_next_refuses_a_status_it_cannot_simulate(sim: Simulator) -> None:
         sim.fail_next(1, status=418)
 
 
-async def test_a_forced_drop_reports_its_reason_and_later_blocks_fail_their_own_check(
+async def test_a_forced_drop_takes_only_its_block_and_later_blocks_still_follow_it(
     sim: Simulator, client: anthropic.AsyncAnthropic
 ) -> None:
+    """A dropped block stays in the request as sent, so the block made after it is in order."""
     history = await converse(client, THREE_TURNS)
     sim.force_drop(paths=["messages.3.content.0"], reason="organization_binding_mismatch")
     sim._check()
 
     reply = await client.beta.messages.create(**request(next_turn(history)))
     again = await client.beta.messages.create(**request(next_turn(history)))
-
-    assert dropped(reply) == [
-        ("messages.3.content.0", "organization_binding_mismatch"),
-        ("messages.5.content.0", PREFIX_MISMATCH),
+    without = [
+        {**m, "content": [b for b in m["content"] if b["type"] != "thinking"]} if i == 3 else m
+        for i, m in enumerate(next_turn(history))
     ]
-    assert sim.calls[-2].dropped[0].forced is True
-    assert sim.calls[-2].dropped[1].forced is False
+    gap = await client.beta.messages.create(**request(without))
+
+    assert dropped(reply) == [("messages.3.content.0", "organization_binding_mismatch")]
+    assert sim.calls[-3].dropped[0].forced is True
     assert dropped(again) == []
+    assert dropped(gap) == [("messages.5.content.0", PREFIX_MISMATCH)]
 
 
 async def test_a_forced_drop_by_predicate_takes_the_chosen_blocks(

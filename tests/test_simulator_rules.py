@@ -237,7 +237,9 @@ async def test_a_gap_in_the_thinking_blocks_fails_every_block_after_it(client: C
 
     dropped = await client.beta.messages.create(**call([*history, user("next")]))
     with pytest.raises(
-        anthropic.BadRequestError, match=r"messages\.5\.content\.0: .*prefix_binding_mismatch"
+        anthropic.BadRequestError,
+        match=r"messages\.5\.content\.0: Invalid `signature` in `thinking` block\. The block is "
+        r"bound to a different conversation\. .*prefix_binding_mismatch",  # [PT]'s wording
     ):
         await client.beta.messages.create(**call([*history, user("next")], mode="error"))
 
@@ -313,6 +315,26 @@ async def test_an_unreadable_block_is_dropped_never_refused_and_reads_again_afte
     assert drops(back) == []
 
 
+async def test_a_block_made_while_an_unreadable_one_was_dropped_reads_after_the_switch_back(
+    client: Client,
+) -> None:
+    """VENDOR_RULES 8 and [PT]: keep sending every block; "when the same history goes back to
+    Claude Fable 5.1, its blocks are readable again, along with the earlier model's thinking".
+    A dropped block is still in the request, so the block made after it follows it in order."""
+    history = await converse(client, ["first"], model=FABLE)
+    history.append(user("second"))
+    on_opus = await client.beta.messages.create(**call(history, model=OPUS, mode="error"))
+    history += [wire_reply(on_opus), user("third")]
+
+    back = await client.beta.messages.create(**call(history, model=FABLE, mode="error"))
+    without_fable = [without_thinking(history[1]) if i == 1 else m for i, m in enumerate(history)]
+    put_back_later = await client.beta.messages.create(**call(without_fable, model=FABLE))
+
+    assert drops(on_opus) == [("messages.1.content.0", MODEL_MISMATCH)]
+    assert drops(back) == []
+    assert drops(put_back_later) == []  # the oldest left out: every later block still in order
+
+
 def test_the_documented_table_decides_who_reads_whose_blocks() -> None:
     """VENDOR_RULES 9: the documented pairs, own blocks always, anything else unreadable."""
     assert documented_readability(FABLE, "claude-mythos-5-1")
@@ -338,14 +360,18 @@ async def test_a_readability_callable_replaces_the_documented_table(transport: s
 
 
 async def test_an_unenforced_account_lets_failing_blocks_reach_the_model(transport: str) -> None:
-    """VENDOR_RULES 10: without block_binding a failing block is reported as
-    thinking_mismatch_allowed; with it, the request is enforced as asked."""
+    """VENDOR_RULES 10: without prefix_mismatch_behavior a failing block is reported as
+    thinking_mismatch_allowed (an empty block_binding "means every default" [SDK], so it opts in
+    to nothing [PT]); with it, the request is enforced as asked."""
     sim = Simulator(enforced=False)
     async with sdk_client(sim, transport) as client:
         history = await converse(client, ["first", "second"])
         allowed = await client.beta.messages.create(
             **call([*history, user("next")], mode=None, system="Changed.")
         )
+        empty = call([*history, user("next")], mode=None, system="Changed.")
+        empty["thinking"]["block_binding"] = {}
+        allowed_too = await client.beta.messages.create(**empty)
         with pytest.raises(anthropic.BadRequestError, match="prefix_binding_mismatch"):
             await client.beta.messages.create(
                 **call([*history, user("next")], mode="error", system="Changed.")
@@ -355,6 +381,7 @@ async def test_an_unenforced_account_lets_failing_blocks_reach_the_model(transpo
         (THINKING_MISMATCH_ALLOWED, "messages.1.content.0", PREFIX_MISMATCH),
         (THINKING_MISMATCH_ALLOWED, "messages.3.content.0", PREFIX_MISMATCH),
     ]
+    assert transformations(allowed_too) == transformations(allowed)
 
 
 async def test_another_organization_or_end_user_is_a_drop_reported_by_precedence(

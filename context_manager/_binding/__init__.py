@@ -37,7 +37,6 @@ from ._drops import (
 from ._stamp import (
     STAMP_VERSION,
     ReplyStamp,
-    dropped_paths,
     readable_stamp,
     stamp_reply,
     wire_message,
@@ -78,7 +77,6 @@ __all__ = [
     "Verdict",
     "block_bytes",
     "chain_of_messages",
-    "dropped_paths",
     "feed_block",
     "head_changes",
     "in_order",

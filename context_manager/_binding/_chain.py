@@ -113,18 +113,14 @@ def chain_of_messages(
     return chain
 
 
-def last_signature(
-    messages: Sequence[Mapping[str, Any]],
-    *,
-    skip: frozenset[tuple[int, int]] = frozenset(),
-) -> str | None:
-    """The signature digest of the newest signed thinking block in ``messages`` not in
-    ``skip``, or ``None``. O(messages after it)."""
+def last_signature(messages: Sequence[Mapping[str, Any]]) -> str | None:
+    """The signature digest of the newest signed thinking block in ``messages``, or ``None``.
+    O(messages after it)."""
     for i in range(len(messages) - 1, -1, -1):
         content = wire_content(messages[i].get("content", []))
         for j in range(len(content) - 1, -1, -1):
             block = content[j]
-            if (i, j) in skip or not is_wire_thinking(block):
+            if not is_wire_thinking(block):
                 continue
             signature = block.get("signature") or block.get("data")
             if signature:

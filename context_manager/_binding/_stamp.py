@@ -3,8 +3,9 @@ produced it.
 
 Pure. The chain runs over the request's non-thinking content as the model saw it: the compiled
 messages, then any messages the host appended; then the reply's own earlier blocks. A block's
-predecessor is the nearest thinking block before it in that request, the blocks the provider
-reported dropped left out. A stamp (version 2) names the producing model and binds the head's
+predecessor is the nearest thinking block before it in that request as sent: a block the
+provider dropped (an unreadable model, another organization) is still in the request, so it
+still counts (VENDOR_RULES 4, 8). A stamp (version 2) names the producing model and binds the head's
 digests too. Version-1 stamps sealed every block sent before a thinking block, earlier thinking
 included: they verify only where all of that is sent as it was (``legacy_stamp``,
 ``_validity.judge_legacy``); any other version reads as unstamped (logged once).
@@ -24,7 +25,6 @@ from context_manager._model._messages import StoredMessage
 from context_manager._model._results import CompileResult
 
 from ._chain import chain_of_messages, feed_block, last_signature, seal, wire_content
-from ._drops import parse_input_transformations
 
 log = library_logger("context_manager.binding")
 
@@ -47,23 +47,18 @@ def stamp_reply(
     blocks: Sequence[Block],
     result: CompileResult,
     appended: Sequence[object],
-    response: object,
 ) -> ReplyStamp:
-    """Stamp ``blocks`` (a reply to ``result``'s request plus ``appended``) as the model saw it.
+    """Stamp ``blocks`` (a reply to ``result``'s request plus ``appended``) as it was sent.
 
-    ``response`` is what the provider answered; its ``input_transformations`` name the drops.
+    What the provider dropped does not change the stamp: a dropped block was still sent, and
+    the order is recorded over the request as sent.
 
     Raises:
         TypeError: an appended message is neither a ``StoredMessage`` nor a wire dict.
     """
     extra_messages = [wire_message(item) for item in appended]
-    sent = [*result.request["messages"], *extra_messages]
-    dropped = dropped_paths(response, sent)
     chain = chain_of_messages(extra_messages, start=result.end_chain)
-    if dropped:
-        predecessor = last_signature(sent, skip=dropped)
-    else:
-        predecessor = last_signature(extra_messages) or result.end_predecessor
+    predecessor = last_signature(extra_messages) or result.end_predecessor
     seals: dict[str, str] = {}
     preds: dict[str, str | None] = {}
     signatures: list[str] = []
@@ -137,25 +132,4 @@ def wire_message(item: object) -> dict[str, Any]:
         return {"role": str(item["role"]), "content": wire_content(item.get("content", []))}
     raise TypeError(
         f"appended message {item!r} must be a StoredMessage or a wire dict with a 'role'"
-    )
-
-
-def dropped_paths(message: object, sent: Sequence[dict[str, Any]]) -> frozenset[tuple[int, int]]:
-    """The reported drops that name a thinking block of ``sent``: a provider path naming any
-    other block (or none) is ignored, so it can never bend the reply's stamp."""
-    reported = (
-        message.get("input_transformations")
-        if isinstance(message, dict)
-        else getattr(message, "input_transformations", None)
-    )
-    if not reported:
-        return frozenset()
-    drops = parse_input_transformations(message, quiet=True)  # placement logs them once
-    paths = {(d.i, d.j) for d in drops if d.i is not None and d.j is not None}
-    return frozenset(
-        (i, j)
-        for i, j in paths
-        if i < len(sent)
-        and j < len(content := wire_content(sent[i].get("content", [])))
-        and content[j].get("type") in ("thinking", "redacted_thinking")
     )

@@ -1,10 +1,13 @@
 """Whether a stamped thinking block may be sent, by the documented rules; pure functions.
 
-A block is sent only when (VENDOR_RULES 1, 4, 8, 9): the requested model reads the producing
-model's blocks (the model check, apart from the prefix); its prefix (``system`` and bound
-``tools``) and its seal (the non-thinking content before it) match; and it is in order: no
+A block is sent only when (VENDOR_RULES 1, 4, 8, 9) its prefix (``system`` and bound
+``tools``) and its seal (the non-thinking content before it) match, and it is in order: no
 thinking block has been kept before it in this request, or the nearest kept one is the block it
-recorded as its predecessor. So leaving out the OLDEST blocks never costs a later one.
+recorded as its predecessor. So leaving out the OLDEST blocks never costs a later one. The model
+check stands apart (VENDOR_RULES 8): a block valid but for it is still sent (``unread``: the
+provider drops it without an error, and it stays in the request, so the blocks made meanwhile
+stay in order and a switch back to a model that reads it reads them all), and it is reported
+as lost for this request.
 """
 
 from __future__ import annotations
@@ -17,9 +20,11 @@ import attrs
 from context_manager._model._head import HEAD_COMPONENTS
 from context_manager._model._readability import Readability
 
-Verdict = Literal["keep", "head", "prefix", "gap", "unstamped"]
-"""``head``: a bound head component differs or the model cannot read it; ``prefix``: the content
-before it changed; ``gap``: out of order; ``unstamped``: no readable stamp."""
+Verdict = Literal["keep", "unread", "head", "prefix", "gap", "unstamped"]
+"""``unread``: valid, but the requested model cannot read it (sent; lost for this request);
+``head``: a bound head component differs (or the model cannot read it and it fails as well);
+``prefix``: the content before it changed; ``gap``: out of order; ``unstamped``: no readable
+stamp."""
 
 PREFIX_COMPONENTS = ("system", "tools", "settings")
 """Head components that can belong to a block's prefix (``settings`` only when bound)."""
@@ -143,17 +148,20 @@ def judge(
     # they are the cause even where the block's own seal can no longer be found
     readable = producer_readable(stamp, reader, digests.get("model", ""), reads)
     changed = head_changes(head, digests, bound, readable=readable)
-    if changed:
+    if changed and (readable or head_changes(head, digests, bound, readable=True)):
         return Judgement("head", changed)
     key = str(index)
     if seals.get(key) != seal_now:
         # an edit that removed an earlier thinking block of the reply shifts the indexes; the
         # seal binds the block itself, so the block is found by its seal
         key = next((k for k, v in seals.items() if v == seal_now), key)
+    failed: Verdict | None = None
     if key not in seals:
-        return Judgement("unstamped")
-    if seals[key] != seal_now:
-        return Judgement("prefix")
-    if not in_order(last_kept, preds.get(key)):
-        return Judgement("gap")
-    return KEEP
+        failed = "unstamped"
+    elif seals[key] != seal_now:
+        failed = "prefix"
+    elif not in_order(last_kept, preds.get(key)):
+        failed = "gap"
+    if changed:  # only the model check stops it
+        return Judgement("head" if failed else "unread", changed)
+    return KEEP if failed is None else Judgement(failed)

@@ -799,6 +799,7 @@ class Compiler:
             end_predecessor=end_predecessor,
             restored=restored,
             appended=() if stored_change is None else (stored_change.id,),
+            unreadable=tuple(state.unread.values()),
         )
         if strip is not None and not dry_run:
             log.info(
@@ -890,8 +891,8 @@ class Compiler:
         shed_ctx = attrs.evolve(ctx, releases=releases)
         pending = list(state.unreported)
         again = self._full_render(shed_ctx, lineage, record, serial, start=state.start)
-        marked = [
-            attrs.evolve(e, reason="shed", kind="release")
+        marked = [  # a block the model cannot read keeps that cause: it was lost to it first
+            attrs.evolve(e, reason="shed" if e.reason != "head" else e.reason, kind="release")
             if e.kind == "released"
             and e.message_id in shed
             and ((prior := record.releases.get(e.message_id)) is None or e.block < prior.from_block)
@@ -1292,7 +1293,7 @@ class Compiler:
                 f"branch is {m.current_branch_key()}; switch back before recording"
             )
         blocks = reply_blocks(message)
-        stamped = stamp_reply(blocks, result, appended, message)
+        stamped = stamp_reply(blocks, result, appended)
         for index in stamped.unsigned:
             log.warning(
                 "thinking_unsigned",
@@ -1348,9 +1349,10 @@ def _report_entries(state: RenderState, record: BindingRecord) -> list[StripEntr
 
 
 def _already_out(entry: StripEntry, record: BindingRecord) -> bool:
-    """A block released now that the last committing compile had already left out: its loss
-    was reported then, so the strip does not name it again (its release is recorded)."""
-    return entry.kind in ("released", "release") and (
+    """A block released or folded away now that the last committing compile had already left
+    out (or sent knowing the model cannot read it): its loss was reported then, so the strip
+    does not name it again (its release is recorded)."""
+    return entry.kind in ("released", "release", "covered") and (
         entry.message_id,
         entry.block,
     ) in record.left_out

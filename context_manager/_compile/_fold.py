@@ -114,7 +114,10 @@ def fold_entries(before: RenderState, after: RenderState) -> list[StripEntry]:
     candidates = [
         *before.unreported,
         *(
-            StripEntry(mid, block, "prefix", kind="covered")
+            # a block the model could not read was lost to it first: that stays the cause
+            attrs.evolve(before.left_out[(mid, block)], kind="covered")
+            if (mid, block) in before.unread
+            else StripEntry(mid, block, "prefix", kind="covered")
             for mid, block in kept_thinking(before)
             if (mid, block) not in after.left_out
         ),

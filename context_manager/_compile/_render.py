@@ -179,7 +179,10 @@ class RenderState:
     left_out: dict[tuple[MessageId, int], StripEntry] = attrs.field(factory=dict)
     """Every rendered thinking block left out without a release, and why."""
     kept_thinking: set[tuple[MessageId, int]] = attrs.field(factory=set)
-    """Every rendered thinking block sent."""
+    """Every rendered thinking block sent that the requested model reads."""
+    unread: dict[tuple[MessageId, int], str] = attrs.field(factory=dict)
+    """Every rendered thinking block sent that the requested model cannot read (also in
+    ``left_out``: lost for this request), and its path as sent (VENDOR_RULES 8)."""
     pending_system: list[tuple[MessageId, dict[str, Any], dict[int, int]]] = attrs.field(
         factory=list
     )
@@ -203,6 +206,7 @@ class RenderState:
             sequences=dict(self.sequences),
             left_out=dict(self.left_out),
             kept_thinking=set(self.kept_thinking),
+            unread=dict(self.unread),
             pending_system=list(self.pending_system),
             betas=set(self.betas),
         )
@@ -324,9 +328,10 @@ def judge_thinking(
     last_kept: str | None,
     canonical: bytes | None = None,
     legacy_chain: bytes | None = None,
-) -> tuple[StripReason | Literal["keep", "hidden"], tuple[str, ...]]:
+) -> tuple[StripReason | Literal["keep", "unread", "hidden"], tuple[str, ...]]:
     """Whether a thinking block is sent, and if not why (``_binding._validity.judge``).
 
+    ``"unread"``: sent, but the requested model cannot read it (reported as a ``head`` loss).
     ``"hidden"``: left out and never reported (released earlier and already reported, or never
     sendable because unsigned). ``canonical``: ``block_bytes(wire)`` when already at hand.
     """
@@ -378,10 +383,10 @@ def judge_thinking(
 
 def appended_cause(
     ctx: RenderContext,
-    verdict: StripReason | Literal["keep"],
+    verdict: StripReason | Literal["keep", "unread"],
     changed: tuple[str, ...],
     stamp: Mapping[str, Any] | None,
-) -> tuple[StripReason | Literal["keep"], tuple[str, ...]]:
+) -> tuple[StripReason | Literal["keep", "unread"], tuple[str, ...]]:
     """While changes are appended (SPEC 7b) a system or tools difference is no head cause: the
     request's head is the anchored one, so a block bound to an earlier anchor lost its prefix
     to the re-render that re-anchored (a fold, a window jump), a message change. Only the model
@@ -604,10 +609,16 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
             verdict, changed = judge_thinking(
                 ctx, message, index, block, wire, chain, last_kept, canonical, legacy
             )
-            if verdict == "keep":
+            if verdict == "keep" or verdict == "unread":
                 last_kept = signature_digest(signature_of(block))
                 signatures[offset + len(kept)] = last_kept
-                state.kept_thinking.add((message.id, index))
+                if verdict == "keep":
+                    state.kept_thinking.add((message.id, index))
+                else:  # sent, the provider drops it: lost for this request only
+                    spot = (message.id, index)
+                    state.left_out[spot] = StripEntry(message.id, index, "head", changed)
+                    at = len(state.messages) - 1 if merging else len(state.messages)
+                    state.unread[spot] = f"messages.{at}.content.{offset + len(kept)}"
                 mapping[offset + len(kept)] = index
                 chars += size
                 kept.append(wire)

@@ -92,3 +92,9 @@ class CompileResult:
     appended: tuple[MessageId, ...] = ()
     """The ``head-change`` system message this compile stored for a ``system`` / ``tools``
     change (SPEC 7b); empty when nothing was appended (always on a dry compile)."""
+    unreadable: tuple[str, ...] = ()
+    """Paths (``messages.i.content.j``) of thinking blocks the request sends that the requested
+    model cannot read: the provider drops them (``model_binding_mismatch``, never a 400), and
+    they stay in the request so that the blocks made meanwhile stay valid and a switch back to a
+    model that reads them reads them all (VENDOR_RULES 8). The strip reports them as a ``head``
+    loss (``model``); ``place_drops`` expects their drops and does not count them."""

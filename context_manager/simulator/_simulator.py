@@ -226,7 +226,8 @@ class Simulator:
         ``paths`` or ``predicate(i, j, block)`` is true; with neither, every signed block is taken.
         Drop mode removes and reports them (error mode refuses with a 400, as for any failure).
         Only the chosen blocks are forced; a later block made while a forced one was present
-        then fails its own check (``prefix_binding_mismatch``), exactly as after a real drop.
+        records it as its predecessor, so leaving the forced one out later fails it (a gap,
+        ``prefix_binding_mismatch``), exactly as after a real drop.
         When a block also fails naturally, the reason first in the API's precedence
         (organization, end user, model, prefix) is reported. Calls accumulate until consumed:
         the next call that passes request validation takes them all (even if its binding check

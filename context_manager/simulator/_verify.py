@@ -2,10 +2,12 @@
 
 Pure functions. For each signed block (VENDOR_RULES 1-4, 8, 11-13): a bad signature is a 400;
 then the organization, end-user and model checks (drops, never 400s); then the prefix check (the
-bound head and the non-thinking content before it) and the order check (no thinking block the
-model sees precedes it, or the nearest one is the one it recorded). A prefix or order failure is
-a 400 (``"error"``), removes the block and every later thinking block (``"drop_block"``), or
-reaches the model and is reported (an unenforced account, ``"allow"``). Paths index the request
+bound head and the non-thinking content before it) and the order check (no thinking block
+precedes it in the request as sent, or the nearest one is the one it recorded: a block the API
+drops still counts, so a switch back to a model that reads it reads every block made meanwhile).
+A prefix or order failure is a 400 (``"error"``), removes the block and every later thinking
+block (``"drop_block"``), or reaches the model and is reported (an unenforced account,
+``"allow"``). Paths index the request
 as sent.
 """
 
@@ -103,7 +105,8 @@ class Walk:
             messages left out; a string content kept as sent).
         head: the bound-head digest after the last message (deferred tools added so far).
         chain: the content chain after the last message (what a reply's first block binds to).
-        predecessor: the digest of the last thinking block the model sees, or ``None``.
+        predecessor: the digest of the last thinking block in the request as sent (dropped or
+            not), or ``None``: what a reply's first thinking block records.
     """
 
     checks: tuple[BlockCheck, ...]
@@ -174,13 +177,15 @@ def _refuse_invalid(i: int, j: int, block_type: str) -> InvalidRequest:
 
 
 def refuse_failed(check: BlockCheck) -> InvalidRequest:
-    """The error-mode 400 for a block that failed its prefix or order check."""
+    """The error-mode 400 for a block that failed its prefix or order check, worded as [PT]
+    documents its beginning (code that matches the leading clause recognises it), then a
+    sentence naming what may have changed."""
     return InvalidRequest(
-        f"{check.path_text}: The block is bound to a different conversation: the system prompt, "
-        f"tools or messages before this `{check.block_type}` block differ from the ones it was "
-        f"created with, or a thinking block before it was removed ({check.reason}). Send the "
-        "conversation exactly as it was, remove this block and every later thinking block, or "
-        'set thinking.block_binding.prefix_mismatch_behavior to "drop_block"'
+        f"{check.path_text}: Invalid `signature` in `{check.block_type}` block. The block is "
+        "bound to a different conversation. Remove the block, or set "
+        '`thinking.block_binding.prefix_mismatch_behavior` to "drop_block". The system prompt, '
+        "tools or messages before it differ from the ones it was created with, or a thinking "
+        f"block before it was removed ({check.reason})."
     )
 
 
@@ -191,14 +196,14 @@ def best_reason(reasons: Sequence[str]) -> str | None:
 
 @attrs.define
 class _State:
-    """The walk's running values: bound head, content chain, last thinking block seen."""
+    """The walk's running values: bound head, content chain, last thinking block sent."""
 
     system: Any
     tools: Any
     added: set[str] = attrs.field(factory=set)
     head: str = ""
     chain: bytes = CHAIN_START
-    last_seen: bytes | None = None
+    last_sent: bytes | None = None
     cascading: bool = False
 
     def __attrs_post_init__(self) -> None:
@@ -231,7 +236,7 @@ def _check_block(
         natural.append(END_USER_MISMATCH)
     if not verifier.readable(model, payload.model):
         natural.append(MODEL_MISMATCH)
-    in_order = state.last_seen is None or state.last_seen == payload.predecessor
+    in_order = state.last_sent is None or state.last_sent == payload.predecessor
     if state.cascading or not (
         in_order and prefix_matches(verifier.key, payload, state.head, state.chain)
     ):
@@ -318,28 +323,29 @@ def walk(
                     state.cascading = True
             checks.append(check)
             if stop_at == (i, j):
-                return Walk(tuple(checks), seen, state.head, state.chain, state.last_seen)
+                return Walk(tuple(checks), seen, state.head, state.chain, state.last_sent)
             if check.ok or check.allowed:
                 kept.append(block)
-                state.last_seen = digest_of(block)
+            state.last_sent = digest_of(block)
         if role == "system":
             _system_step(state, message, blocks)
         if i in hidden:
             continue
         content = message.get("content")
         seen.append({**message, "content": content if isinstance(content, str) else kept})
-    return Walk(tuple(checks), seen, state.head, state.chain, state.last_seen)
+    return Walk(tuple(checks), seen, state.head, state.chain, state.last_sent)
 
 
 def behavior(body: Mapping[str, Any], *, enforced: bool) -> str:
     """The mode a request is checked in (VENDOR_RULES 10, 13).
 
-    ``thinking.block_binding.prefix_mismatch_behavior`` when the request sets ``block_binding``
-    (``"error"`` when the field is absent); otherwise ``"error"`` on an enforced account and
-    ``"allow"`` on an unenforced one.
+    ``thinking.block_binding.prefix_mismatch_behavior`` when the request sets it; otherwise
+    ``"error"`` on an enforced account and ``"allow"`` on an unenforced one. [PT]: older accounts
+    are enforced "only on requests that set `thinking.block_binding.prefix_mismatch_behavior`",
+    and [SDK]: an empty ``block_binding`` "means every default", so ``{}`` opts in to nothing.
     """
     thinking = body.get("thinking")
     binding = thinking.get("block_binding") if isinstance(thinking, Mapping) else None
-    if isinstance(binding, Mapping):
-        return str(binding.get("prefix_mismatch_behavior", ERROR_MODE))
+    if isinstance(binding, Mapping) and binding.get("prefix_mismatch_behavior") is not None:
+        return str(binding["prefix_mismatch_behavior"])
     return ERROR_MODE if enforced else ALLOW_MODE
