@@ -12,6 +12,7 @@ from helpers import notice_texts as notices
 
 from context_manager import (
     ContextManager,
+    Fold,
     Head,
     MemoryStore,
     Passthrough,
@@ -389,3 +390,102 @@ async def test_a_window_starting_past_appended_changes_re_anchors_so_requests_ar
         cm.strategy = Passthrough()
         await turn("the whole history again", attrs.evolve(HEAD, tools=[ACTIVATE]))
     assert [r.get("type") for r in sim.responses] == ["message"] * len(sim.responses)
+
+
+async def test_a_change_after_a_window_jump_is_appended_and_strips_nothing() -> None:
+    """SPEC 7b after a jump: the window starts past the anchor, but no change was appended
+    between them, so the anchored head is still the one the window's blocks were made under and
+    a later change is appended like any other: the turn sends what the same turn without the
+    change sends, plus the change (it used to re-anchor, rewriting the top-level system and
+    stripping the tail's thinking with cause ``messages``, told nothing)."""
+
+    async def after_a_jump(change: bool) -> tuple[Simulator, Agent, list[str]]:
+        sim = Simulator(script=script)
+        _, ada = agent(sim)
+        ada.strategy = ada.context.strategy = Window(max_tokens=400)
+        for n in range(9):  # the window jumps at 8; the 10th turn still sends thinking
+            await ada.run_turn(f"question {n} " + "w" * 60)
+        first = sim.requests[-1]["messages"][0]["content"][0]["text"]
+        assert not first.startswith("question 0 ")  # the window has jumped
+        strips: list[str] = []
+        ada.context.on_thinking_strip(lambda strip, key: strips.append(strip.cause))
+        if change:
+            ada.head = attrs.evolve(ada.head, system="You are Ada, terse.")
+        await ada.run_turn("next")
+        all_ok(sim)
+        return sim, ada, strips
+
+    plain, _, plain_strips = await after_a_jump(change=False)
+    changed, ada, strips = await after_a_jump(change=True)
+
+    last = changed.requests[-1]
+    assert system_text(last) == "You are Ada."
+    said = [m["content"][0]["text"] for m in last["messages"] if m["role"] == "system"]
+    assert len(said) == 1
+    assert said[0].endswith("You are Ada, terse.")
+    assert thinking_count(last) == thinking_count(plain.requests[-1]) > 0
+    assert strips == plain_strips
+    assert notices(ada) == []
+
+
+async def test_a_dry_fold_after_an_appended_change_previews_the_request_the_fold_sends() -> None:
+    """A fold re-anchors the head (SPEC 7b); under ``dry_run`` its summary is a preview, never
+    stored, and the re-render must open with it, as the committing compile opens with the
+    stored one (it used to fall back to the latest stored summary: none here)."""
+    sim = Simulator()
+    cm = ContextManager.open(MemoryStore(), namespace="ada")
+    head = HEAD
+    async with sim.client() as client:
+        for n in range(4):
+            if n == 2:
+                head = attrs.evolve(head, tools=[*head.tools, GREP])  # appended
+            cm.add_message("user", f"question {n} " + "w" * 100)
+            result = cm.compile(head)
+            cm.record_reply(await client.beta.messages.create(**result.request), result)
+    cm.add_message("user", "next")
+    cm.strategy = Fold(lambda covered: f"summary of {len(covered)}", trigger_tokens=100)
+
+    dry = cm.compile(head, dry_run=True)
+    real = cm.compile(head)
+
+    assert dry.request["messages"] == real.request["messages"]
+    assert "summary of" in json.dumps(real.request["messages"][0])
+
+
+async def test_a_fold_at_the_compile_that_appends_a_change_still_sends_the_newest_question() -> (
+    None
+):
+    """The change stored after the user's newest message must not pull that message into the
+    fold: without the change the same fold sends it after the summary, so with it too."""
+
+    async def fold_with(change: bool) -> tuple[list[str], list[list[str | None]]]:
+        covered: list[list[str | None]] = []
+
+        def summarize(messages: Any) -> str:
+            covered.append([m.metadata.kind for m in messages])
+            return "the summary"
+
+        sim = Simulator()
+        cm = ContextManager.open(
+            MemoryStore(), namespace="ada", strategy=Fold(summarize, trigger_tokens=400)
+        )
+        async with sim.client() as client:
+            for n in range(9):
+                cm.add_message("user", f"question {n} " + "w" * 60)
+                result = cm.compile(HEAD)
+                cm.record_reply(await client.beta.messages.create(**result.request), result)
+            covered.clear()
+            cm.add_message("user", "NEXT QUESTION")
+            result = cm.compile(attrs.evolve(HEAD, system="Terse.") if change else HEAD)
+            await client.beta.messages.create(**result.request)
+        all_ok(sim)
+        texts = [b["text"] for m in result.request["messages"] for b in m["content"]]
+        return texts, covered
+
+    plain, _ = await fold_with(change=False)
+    texts, covered = await fold_with(change=True)
+
+    assert len(covered) == 1  # it folded, at that compile
+    assert "head-change" not in covered[0]
+    assert plain[-1] == texts[-1] == "NEXT QUESTION"
+    assert texts[0].endswith("the summary")

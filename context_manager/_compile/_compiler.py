@@ -38,7 +38,12 @@ from context_manager._model._content import (
 from context_manager._model._errors import InFlightThinkingInvalid, OverBudget
 from context_manager._model._head import Head, ThinkingBinding
 from context_manager._model._log import library_logger
-from context_manager._model._messages import MessageId, MessageMeta, StoredMessage
+from context_manager._model._messages import (
+    HEAD_CHANGE_KIND,
+    MessageId,
+    MessageMeta,
+    StoredMessage,
+)
 from context_manager._model._results import CompileResult, ProvenanceEntry, ThinkingStrip
 from context_manager._model._usage import reply_extra
 from context_manager._reasoning._capture import ReasoningCapture
@@ -211,6 +216,10 @@ class CompileHost(Protocol):
     ) -> tuple[Block, ...]: ...
 
 
+PREVIEW_SUMMARY_ID: MessageId = "summary_preview"
+"""The id of a dry compile's fold summary (never stored)."""
+
+
 class Compiler:
     """Compiles requests and records replies for one ``CompileHost``."""
 
@@ -226,6 +235,9 @@ class Compiler:
         self._steady: dict[str, _Steady] = {}
         self._stamps: dict[MessageId, dict[str, Any]] = {}
         self._windows: dict[str, _WindowMemo] = {}
+        self._skips: dict[str, tuple[tuple[int, int], bool]] = {}
+        """Per branch: whether a window start skips a change stored after the anchor (the
+        messages between them never change, so the answer is kept)."""
         self._heads: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
         self._heads_models: dict[str, str] = {}
         self.stamp_cache_limit = STAMP_CACHE_LIMIT
@@ -332,6 +344,32 @@ class Compiler:
             and callable(getattr(m.store, "save_render", None))
             and _snapshot.code_digest() is not None
         )
+
+    def _skips_a_change(
+        self, key: str, lineage: Lineage, anchor: AnchoredHead | None, start: int
+    ) -> bool:
+        """True when a window starting at ``start`` leaves out a ``head-change`` message stored
+        after ``anchor``: the request could not say it. One store read per branch, anchor and
+        start (remembered), made only when a compile would re-anchor for it."""
+        if anchor is None or start <= anchor.at_sequence + 1:
+            return False
+        asked = (anchor.at_sequence, start)
+        known = self._skips.get(key)
+        if known is not None and known[0] == asked:
+            return known[1]
+        m = self.manager
+        found = bool(
+            m.store.read(
+                m.namespace,
+                lineage,
+                after=anchor.at_sequence,
+                upto=start - 1,
+                kind=HEAD_CHANGE_KIND,
+                limit=1,
+            )
+        )
+        self._skips[key] = (asked, found)
+        return found
 
     def _load_snapshot(
         self,
@@ -679,6 +717,7 @@ class Compiler:
             if isinstance(strategy, Fold) and state.total_tokens > strategy.trigger_tokens
             else None
         )
+        summary: StoredMessage | None = None  # the fold's summary, stored or (dry) a preview
         if fold is not None:
             request = fold
             text = yield request
@@ -704,39 +743,50 @@ class Compiler:
                 if jump is not None and jump != state.start:
                     state = self._full_render(ctx, lineage, record, serial, start=jump)
         skipped = anchor is not None and state.start > anchor.at_sequence + 1
+        fresh: AnchoredHead | None = None
         if appends and (fold is not None or state.start != start_before or skipped):
-            # the whole tail is re-rendered anyway: the current head becomes the anchored one,
-            # and the changes appended so far become part of it (SPEC 7b); so too when a
-            # window starts past the anchor (changes appended before its start are not
-            # rendered, so the request could not say them)
             fresh = AnchoredHead(state.last_sequence, head_json(asked))
-            if (
+        if (
+            fresh is not None
+            and (
                 anchor is None
                 or appended_before
                 or stored_change is not None
                 or _json(fresh.head) != _json(anchor.head)
-            ):
-                again = attrs.evolve(
-                    self._context(asked, record, appends, fresh),
-                    releases=ctx.releases,
-                )
-                opener = (
-                    m.store.get(m.namespace, state.summary_id)
-                    if state.summary_id and state.summary_id != "summary_preview"
-                    else None
-                )
-                before = state
-                state = self._full_render(
-                    again, lineage, record, serial, start=state.start, summary=opener
-                )
-                state.unreported = before.unreported + state.unreported
-                _carry_ages(before, state)
-                head, anchor, new_anchor, ctx = asked, fresh, fresh, again
-                cache_key = attrs.evolve(
-                    cache_key,
-                    bound=tuple(head.digests[c] for c in m.binding.bound_components()),
-                    anchor_sequence=fresh.at_sequence,
-                )
+            )
+            and (
+                fold is not None
+                or state.start != start_before
+                or self._skips_a_change(key, lineage, anchor, state.start)
+            )
+        ):
+            # the whole tail is re-rendered anyway: the current head becomes the anchored one,
+            # and the changes appended so far become part of it (SPEC 7b); so too when a
+            # window starts past a change appended since the anchor (not rendered, so the
+            # request could not say it)
+            again = attrs.evolve(
+                self._context(asked, record, appends, fresh),
+                releases=ctx.releases,
+            )
+            opener = (
+                summary
+                if summary is not None and summary.id == state.summary_id
+                else m.store.get(m.namespace, state.summary_id)
+                if state.summary_id and state.summary_id != PREVIEW_SUMMARY_ID
+                else None
+            )
+            before = state
+            state = self._full_render(
+                again, lineage, record, serial, start=state.start, summary=opener
+            )
+            state.unreported = before.unreported + state.unreported
+            _carry_ages(before, state)
+            head, anchor, new_anchor, ctx = asked, fresh, fresh, again
+            cache_key = attrs.evolve(
+                cache_key,
+                bound=tuple(head.digests[c] for c in m.binding.bound_components()),
+                anchor_sequence=fresh.at_sequence,
+            )
 
         memo = self._windows.get(key)
         if memo is not None:
@@ -1143,7 +1193,7 @@ class Compiler:
         content, meta = summary_parts(request, text)
         if dry_run:
             return StoredMessage(
-                id="summary_preview",
+                id=PREVIEW_SUMMARY_ID,
                 sequence=state.last_sequence,
                 branch=m.current_branch_key(),
                 role="user",

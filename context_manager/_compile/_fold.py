@@ -58,15 +58,15 @@ def plan_fold(
     # cannot stay valid across a new prefix: the simple shape replays nothing older.
     simple = cut is None or (mid_round and carries_thinking)
     inflight: str | None = None
-    last = window[-1]
+    newest = rounds[-1]  # system messages after it (a notice, a head change) stay unfolded
     if simple:
         if mid_round:
             inflight = inflight_text(rounds)
-            upto = rounds[-1].sequence
-        elif is_clean_start(last):
-            upto = last.sequence - 1
+            upto = newest.sequence
+        elif is_clean_start(newest):
+            upto = newest.sequence - 1  # the user's newest words are sent as they are
         else:
-            upto = last.sequence
+            upto = newest.sequence
     else:
         assert cut is not None
         upto = cut - 1
