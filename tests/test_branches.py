@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import random
 from typing import Any
 
 import pytest
+from helpers import PROBE_HEAD, calling_script
 from helpers import message_texts as texts
 
 from context_manager import (
@@ -19,8 +21,10 @@ from context_manager import (
     SQLiteStore,
     Store,
     TextBlock,
+    Window,
     branch_key,
 )
+from context_manager.simulator import Simulator
 
 
 def names(cm: ContextManager) -> list[str]:
@@ -380,3 +384,43 @@ def test_memory_and_sqlite_stores_give_identical_views(sqlite_path: Any) -> None
         )
         made.close()
     assert views[0] == views[1]
+
+
+@pytest.mark.parametrize("shed", [True, False])
+async def test_a_branch_made_inside_an_earlier_tool_round_starts_its_window_where_the_round_did(
+    shed: bool,
+) -> None:
+    """A window does not jump mid-round (the round's reply goes out as recorded, VENDOR_RULES
+    6): a branch made at a tool result of an earlier round has no window start of its own, so
+    it starts where the round's reply was made (its stamp records that), not where a fresh
+    window over the whole branch would, which changed the reply's prefix (a provider drop)."""
+    sim = Simulator(script=calling_script("probe"))
+    cm = ContextManager.open(
+        MemoryStore(), namespace="ada", strategy=Window(300, shed_thinking=shed)
+    )
+    client = sim.client()
+    at: str | None = None
+    made_under: str | None = None
+    for n in range(12):
+        cm.add_message("user", f"question {n} " + "w" * 60 + (" use tool" if n == 5 else ""))
+        result = cm.compile(PROBE_HEAD)
+        reply = await client.beta.messages.create(**result.request)
+        cm.record_reply(reply, result)
+        if reply.stop_reason == "tool_use":
+            made_under = json.dumps(result.request["messages"][0])
+            use = reply.content[-1]
+            assert use.type == "tool_use"
+            results = [{"type": "tool_result", "tool_use_id": use.id, "content": "fine"}]
+            at = cm.add_message("user", results)
+            after = cm.compile(PROBE_HEAD)
+            cm.record_reply(await client.beta.messages.create(**after.request), after)
+    assert at is not None
+    cm.branch_at(at, "retry")
+    cm.switch_branch("retry")
+
+    retry = cm.compile(PROBE_HEAD)
+    reply = await client.beta.messages.create(**retry.request)
+
+    assert json.dumps(retry.request["messages"][0]) == made_under
+    assert reply.input_transformations == []
+    assert "thinking" in [b["type"] for b in retry.request["messages"][-2]["content"]]

@@ -969,7 +969,9 @@ class ReliabilityMachine(RuleBasedStateMachine):
                     assert k < released_from or i == inflight, (  # VENDOR_RULES 6
                         f"block {k} of {message.id} was released, yet sent"
                     )
-                    branch.left_out.pop(spot, None)  # withheld, now sent again (VENDOR_RULES 5, 8)
+                    # withheld, now sent again (VENDOR_RULES 5, 8): a new loss is told again
+                    if branch.left_out.pop(spot, None) is not None and i != inflight:
+                        branch.told.discard(message.id)
                     continue
                 if spot in branch.left_out or branch.out_for_good(message.id, k):
                     continue
@@ -1007,6 +1009,34 @@ class ReliabilityMachine(RuleBasedStateMachine):
         reported = set(strip.replies) if strip is not None else set()
         assert newly <= reported, f"left out without a strip: {sorted(newly - reported)}"
 
+    def _restored(self, result: CompileResult) -> set[str]:
+        """Replies with a thinking block the reference holds as left out that this compile
+        sends again, readable, outside the open round's reply (which goes out as recorded):
+        their loss is told again if it recurs (SPEC 9)."""
+        branch = self.branches[result.branch]
+        inflight = _inflight_index(result.request["messages"])
+        back: set[str] = set()
+        for i, entry in enumerate(result.provenance):
+            if i == inflight:
+                continue
+            for source in entry.sources:
+                for j in source.signatures:
+                    spot = (source.message_id, source.blocks[j])
+                    if spot in branch.left_out and (
+                        f"messages.{i}.content.{j}" not in result.unreadable
+                    ):
+                        back.add(source.message_id)
+        return back
+
+    def _restore_before(self, strip: ThinkingStrip) -> None:
+        """Apply the compile's restored replies before its strip is told (the teller hears
+        them first): the compile's own event follows the strip's."""
+        for kind, payload in self.events:
+            if kind in ("call", "compile") and payload[0].compile_id == strip.compile_id:
+                result = payload[0]
+                self.branches[result.branch].told.difference_update(self._restored(result))
+                return
+
     def _process(self) -> None:
         calls = self.sim.calls
         while self.events:
@@ -1016,6 +1046,7 @@ class ReliabilityMachine(RuleBasedStateMachine):
                 branch.notices.extend(branch.held)
                 branch.held.clear()
             elif kind == "strip":
+                self._restore_before(payload[0])
                 self._on_strip(*payload)
             elif kind == "call":
                 call = calls[self.calls_seen]

@@ -82,6 +82,7 @@ def stamp_reply(
         "head": dict(result.head_digests),
         "seals": seals,
         "pred": preds,
+        "start": result.start_sequence,  # where its window started (a later branch's start)
     }
     return ReplyStamp(stamp, tuple(signatures), tuple(unsigned))
 

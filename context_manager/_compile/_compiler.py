@@ -32,6 +32,7 @@ from context_manager._model._canonical import canonical_json
 from context_manager._model._content import (
     THINKING_TYPES,
     Block,
+    ToolUseBlock,
     block_to_wire,
     reply_blocks,
 )
@@ -56,6 +57,7 @@ from ._compact import CompactRender, NotARender
 from ._fold import (
     SUMMARY_KIND,
     FoldRequest,
+    answers_tools,
     covers_upto,
     fold_entries,
     kept_thinking,
@@ -850,6 +852,7 @@ class Compiler:
             restored=restored,
             appended=() if stored_change is None else (stored_change.id,),
             unreadable=tuple(state.unread.values()),
+            start_sequence=state.start,
         )
         if strip is not None and not dry_run:
             log.info(
@@ -1142,13 +1145,16 @@ class Compiler:
 
         ``limit`` is the compile's ``(target, cap)`` (a ``Window``'s, a budget's, or the lower);
         a history from ``base`` that fits the cap starts at ``base``. A stored summary is not a
-        start: what it does not cover starts at ``base``.
+        start: what it does not cover starts at ``base``. Otherwise the window starts where the
+        newest reply's window started when that still fits (``_made_at``), else it jumps.
         """
         m = self.manager
         cap = max(limit[1], 1)
         spans: list[Span] = []
         tail = 0
         upto: int | None = None
+        newest_reply: StoredMessage | None = None
+        answered = True  # every message after the newest reply answers its tool calls
         while tail <= cap:
             chunk = m.store.read(
                 m.namespace, lineage, upto=upto, limit=READ_CHUNK, newest_first=True
@@ -1158,6 +1164,11 @@ class Compiler:
                 break
             upto = chunk[-1].sequence - 1
             for msg in chunk:
+                if newest_reply is None:
+                    if msg.role == "assistant":
+                        newest_reply = msg
+                    elif msg.role == "user":
+                        answered = answered and answers_tools(msg)
                 tokens = m.estimator(
                     {"role": msg.role, "content": [block_to_wire(b) for b in msg.content]}
                 )
@@ -1169,8 +1180,43 @@ class Compiler:
                 break
         if tail <= cap:
             return base
+        open_round = (
+            newest_reply is not None
+            and answered
+            and any(isinstance(b, ToolUseBlock) for b in newest_reply.content)
+        )
+        made_at = self._made_at(newest_reply, spans, base, None if open_round else cap)
+        if made_at is not None:
+            return made_at
         anchor = jump_anchor(spans[::-1], limit[0])
         return anchor if anchor is not None else base
+
+    def _made_at(
+        self, reply: StoredMessage | None, spans: Sequence[Span], base: int, cap: int | None
+    ) -> int | None:
+        """Where ``reply``'s window started (its stamp's ``start``), when that is a clean
+        start at or after ``base`` and the tail from it fits ``cap`` (``None``: an open round's
+        reply, which goes out as recorded, VENDOR_RULES 6: a window does not jump mid-round,
+        so it starts where the reply was made whatever the cap; shedding still applies). A
+        branch with no window start of its own (made at an earlier point, ``branch_at``) then
+        starts where its newest reply was made, so that reply's thinking stays valid.
+        ``spans``: newest first. One stamp read."""
+        if reply is None:
+            return None
+        m = self.manager
+        stamp = m.store.stamps(m.namespace, [reply.id]).get(reply.id) or {}
+        start = stamp.get("start")
+        if not isinstance(start, int) or not base <= start <= reply.sequence:
+            return None
+        if cap is None:
+            return start
+        tail = 0
+        for span in spans:
+            if span.sequence < start:
+                break
+            tail += span.tokens
+        clean = any(span.sequence == start and span.clean for span in spans)
+        return start if clean and tail <= cap else None
 
     def _plan_fold(
         self, state: RenderState, strategy: Fold, lineage: Lineage, key: str, serial: int

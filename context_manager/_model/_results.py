@@ -92,6 +92,9 @@ class CompileResult:
     appended: tuple[MessageId, ...] = ()
     """The ``head-change`` system message this compile stored for a ``system`` / ``tools``
     change (SPEC 7b); empty when nothing was appended (always on a dry compile)."""
+    start_sequence: int = attrs.field(default=0, repr=False)
+    """The stored sequence the rendered window starts at. A reply's stamp records it, so a
+    branch made later, with no window start of its own, can start where the reply was made."""
     unreadable: tuple[str, ...] = ()
     """Paths (``messages.i.content.j``) of thinking blocks the request sends that the requested
     model cannot read: the provider drops them (``model_binding_mismatch``, never a 400), and
