@@ -60,11 +60,13 @@ def restore_inflight(
     read: Callable[[MessageId], StoredMessage],
     resolve: Callable[[Block], Block | None] | None,
 ) -> Restored | None:
-    """Put back the in-flight reply's thinking that a head or model change withholds, or that
-    the host released, or ``None`` when there is none. O(the reply's blocks); one store read.
+    """Put back the in-flight reply's signed thinking that the render left out (a head change,
+    a release by the host, a gap, a changed earlier message), or ``None`` when there is none.
+    O(the reply's blocks); one store read.
 
-    A block left out for another reason (a gap, a changed earlier message, no stamp) fails on
-    its own whatever the compiler does, and stays out (the conservative reading).
+    Left out, the message would be filtered, which the API refuses whatever the reason
+    (VENDOR_RULES 6); sent, a block that fails is dropped under ``drop_block``. A block judged
+    ``unstamped`` stays out: nothing says it belongs to this conversation.
 
     Only a message rendered from one stored reply is handled; blocks whose text cannot be
     resolved stay out (they cannot be sent as recorded in any case). A release stands: it is
