@@ -54,7 +54,12 @@ from ._model._errors import (
 from ._model._head import Head, ThinkingBinding
 from ._model._log import LibraryLogger, library_logger
 from ._model._messages import REASONING_LOSS_KIND, MessageId, MessageMeta, StoredMessage
-from ._model._readability import Readability, documented_readability
+from ._model._readability import (
+    PrefixCheck,
+    Readability,
+    documented_prefix_check,
+    documented_readability,
+)
 from ._model._results import CompileResult, ProvenanceEntry, Source, ThinkingStrip
 from ._model._usage import CallUsage, usage_of
 from ._reasoning._audit import AuditResult, ReasoningPart, UntrustedText, read_reasoning
@@ -101,6 +106,7 @@ __all__ = [
     "Passthrough",
     "PlacedDrops",
     "PostgresStore",
+    "PrefixCheck",
     "ProvenanceEntry",
     "Readability",
     "ReasoningCapture",
@@ -133,6 +139,7 @@ __all__ = [
     "blocks_to_wire",
     "branch_key",
     "converter",
+    "documented_prefix_check",
     "documented_readability",
     "estimate_tokens",
     "library_logger",

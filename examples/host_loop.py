@@ -15,13 +15,13 @@ from pathlib import Path
 import attrs
 import structlog
 
-from context_manager import ContextManager, Head, SQLiteStore, ThinkingStrip
+from context_manager import ContextManager, Head, SQLiteStore, ThinkingBinding, ThinkingStrip
 from context_manager.simulator import Simulator
 from notices import ReasoningLossTeller, TurnState, notice_metadata
 
 AGENT = "ada"
 HEAD = Head(
-    model="claude-sonnet-5",  # no mid-conversation system messages: a tool change strips
+    model="claude-opus-5-5",
     system="You are Ada, a careful on-call engineer.",
     tools=[
         {"name": "read_log", "description": "Read the log.", "input_schema": {"type": "object"}}
@@ -32,7 +32,9 @@ HEAD = Head(
 
 async def main(db: Path) -> list[str]:
     client = Simulator().client()  # anthropic.AsyncAnthropic() with a real key
-    cm = ContextManager.open(SQLiteStore(db), namespace=AGENT)
+    # appending off: a tool change strips the earlier thinking, and the teller says so
+    binding = ThinkingBinding(append_changes=False)
+    cm = ContextManager.open(SQLiteStore(db), namespace=AGENT, binding=binding)
     teller = ReasoningLossTeller(lambda agent, message_id: cm.get_message(message_id))
     turn = TurnState.idle()
     waiting: list[str] = []  # lines wait for the agent's next boundary

@@ -52,9 +52,13 @@ ACTIVATE_TOOL = {
     "description": "Grow tools.",
     "input_schema": {"type": "object"},
 }
+NO_SYSTEM_MESSAGES_MODEL = "claude-sim-1"
+"""An undocumented model: it takes no system messages (VENDOR_RULES 16), so a head change is
+not appended but strips (SPEC 7b), and it runs the prefix check (VENDOR_RULES 10, the
+conservative reading). Sonnet 5 takes none either, but runs no prefix check."""
 GREP_TOOL = {"name": "grep", "description": "Search.", "input_schema": {"type": "object"}}
 THINKING_HEAD = Head(
-    model="claude-sonnet-5",  # no system messages: head changes strip (SPEC 7b)
+    model=NO_SYSTEM_MESSAGES_MODEL,
     system="You are Ada.",
     tools=[READ_LOG_TOOL],
     settings={"max_tokens": 2048, "thinking": {"type": "adaptive"}},

@@ -164,7 +164,10 @@ async def test_a_call_to_a_removed_tool_gets_an_error_result_naming_the_change()
     all_ok(sim)
 
 
-async def test_on_a_model_without_system_messages_a_change_strips_and_tells_the_head_form() -> None:
+async def test_on_sonnet_5_a_tools_change_goes_out_at_the_top_and_costs_no_reasoning() -> None:
+    """Sonnet 5 takes no system messages (VENDOR_RULES 16), so a change is sent in ``tools``
+    itself; and it runs no prefix check (VENDOR_RULES 10), so the earlier thinking still goes
+    out and reaches the model: nothing is stripped or told."""
     sim = Simulator(script=script)
     _, ada = agent(sim, head=attrs.evolve(HEAD, model="claude-sonnet-5"))
     heard: list[Any] = []
@@ -173,11 +176,15 @@ async def test_on_a_model_without_system_messages_a_change_strips_and_tells_the_
     ada.head = attrs.evolve(ada.head, tools=[*ada.head.tools, GREP])
     result = await ada.run_turn("And now?")
     assert result.head_changes == ()
-    assert [s.cause for s in heard] == ["head"]
-    (line,) = notices(ada)
-    assert "because your tools changed" in line
+    assert heard == []
+    assert notices(ada) == []
     assert ada.context.messages(kind="head-change") == []
-    assert all(m["role"] != "system" for m in sim.requests[-1]["messages"])
+    last = sim.requests[-1]
+    assert all(m["role"] != "system" for m in last["messages"])
+    assert [t["name"] for t in last["tools"]][-1] == GREP["name"]
+    seen = [b["type"] for m in sim.calls[-1].request["messages"] for b in m["content"]]
+    assert "thinking" in seen
+    assert sim.responses[-1]["input_transformations"] == []
     all_ok(sim)
 
 

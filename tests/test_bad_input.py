@@ -15,6 +15,7 @@ from typing import Any
 import anthropic
 import attrs
 import pytest
+from helpers import NO_SYSTEM_MESSAGES_MODEL
 from helpers import notice_texts as notices
 from helpers import thinking_signatures as thinking_sent
 from structlog.testing import capture_logs
@@ -36,7 +37,7 @@ from context_manager.simulator import PREFIX_MISMATCH, Simulator
 
 PROBE = {"name": "probe", "description": "Look.", "input_schema": {"type": "object"}}
 HEAD = Head(
-    model="claude-sonnet-5",  # no system messages: head changes strip (SPEC 7b)
+    model=NO_SYSTEM_MESSAGES_MODEL,
     system="You are Ada.",
     tools=[PROBE],
     settings={"max_tokens": 2048, "thinking": {"type": "adaptive"}},

@@ -11,6 +11,7 @@ import itertools
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from context_manager import (
@@ -19,9 +20,12 @@ from context_manager import (
     Head,
     SQLiteStore,
     Store,
+    TextBlock,
     ThinkingBinding,
+    ThinkingBlock,
     ThinkingStrip,
     Window,
+    documented_prefix_check,
     documented_readability,
 )
 from context_manager._binding import in_order, judge
@@ -34,7 +38,7 @@ STRIPS = ThinkingBinding(append_changes=False)
 """Head changes strip: these rules are about what a strip leaves out (appending is SPEC 7b's,
 ``tests/test_append.py``)."""
 HEAD = Head(
-    model="claude-opus-5",
+    model="claude-opus-5-5",  # runs the prefix check (VENDOR_RULES 10)
     system="You are Ada.",
     settings={"max_tokens": 2048, "thinking": {"type": "adaptive"}},
 )
@@ -103,11 +107,74 @@ def test_a_release_in_the_middle_costs_only_the_blocks_after_it(store: Store) ->
 def test_a_switch_to_a_model_that_reads_the_blocks_keeps_them(store: Store) -> None:
     """VENDOR_RULES 8, 9: Opus 5.5 reads Opus 5 blocks; the model is not part of the prefix."""
     cm = ContextManager.open(store, namespace="ada", binding=STRIPS)
-    ids = history(cm, HEAD, 3)
-    newer = Head(model="claude-opus-5-5", system=HEAD.system, settings=HEAD.settings)
-    result = cm.compile(newer)
+    ids = history(cm, attrs.evolve(HEAD, model="claude-opus-5"), 3)
+    result = cm.compile(HEAD)
     assert sent_replies(cm, result) == ids
     assert result.thinking_strip is None
+    assert result.unreadable == ()
+
+
+MYTHOS = attrs.evolve(HEAD, model="claude-mythos-5-1")
+
+
+def test_on_a_model_that_runs_no_prefix_check_a_changed_head_and_a_gap_strip_nothing(
+    store: Store,
+) -> None:
+    """VENDOR_RULES 10: Mythos 5.1 runs no prefix check, so a changed system, an edited earlier
+    message and a released middle block cost no other block: everything it reads is sent."""
+    cm = ContextManager.open(store, namespace="ada", binding=STRIPS)
+    ids = history(cm, MYTHOS, 4)
+    cm.edit_message(cm.messages()[0].id, [TextBlock("question 0, edited")])
+    cm.release_thinking(ids[1])
+    changed = attrs.evolve(MYTHOS, system="You are Ada, terse.")
+    result = cm.compile(changed)
+    assert sent_replies(cm, result) == [ids[0], *ids[2:]]
+    assert result.thinking_strip is not None  # only the released block, as released
+    assert result.thinking_strip.replies == (ids[1],)
+    assert cm.compile(changed).thinking_strip is None
+
+
+def test_on_such_a_model_a_block_edited_itself_still_stays_out(store: Store) -> None:
+    """VENDOR_RULES 12: a block whose own text changed is refused by every model; the stamp's
+    per-block digest tells it apart from a change before it, so only that block stays out."""
+    cm = ContextManager.open(store, namespace="ada", binding=STRIPS)
+    ids = history(cm, MYTHOS, 3)
+    edited = cm.get_message(ids[1])
+    thinking = edited.content[0]
+    assert isinstance(thinking, ThinkingBlock)
+    cm.edit_message(ids[1], [ThinkingBlock("made up", thinking.signature), *edited.content[1:]])
+    result = cm.compile(MYTHOS)
+    assert sent_replies(cm, result) == [ids[0], ids[2]]
+    assert result.thinking_strip is not None
+    assert result.thinking_strip.replies == (ids[1],)
+
+
+def test_a_switch_from_such_a_model_to_one_that_checks_strips_what_fails_there(
+    store: Store,
+) -> None:
+    """The check belongs to the request's model: Fable 5.1 reads Mythos 5.1's blocks, but
+    they were made under the old system text, so a request to it strips them (``head``)."""
+    cm = ContextManager.open(store, namespace="ada", binding=STRIPS)
+    ids = history(cm, MYTHOS, 2)
+    changed = attrs.evolve(MYTHOS, system="You are Ada, terse.")
+    assert sent_replies(cm, cm.compile(changed)) == ids
+    result = cm.compile(attrs.evolve(changed, model="claude-fable-5-1"))
+    assert sent_replies(cm, result) == []
+    assert result.thinking_strip is not None
+    strip = result.thinking_strip
+    assert (strip.cause, strip.changed) == ("head", ("system", "model"))  # every difference
+
+
+def test_a_prefix_check_callable_replaces_the_documented_list(store: Store) -> None:
+    cm = ContextManager.open(
+        store, namespace="ada", binding=attrs.evolve(STRIPS, prefix_check=lambda model: True)
+    )
+    history(cm, MYTHOS, 2)
+    assert sent_replies(cm, cm.compile(attrs.evolve(MYTHOS, system="Changed."))) == []
+
+
+def test_the_default_binding_uses_the_documented_prefix_check() -> None:
+    assert ThinkingBinding().prefix_check is documented_prefix_check
 
 
 def test_a_switch_to_a_model_that_cannot_read_them_sends_them_and_reports_a_model_change(
@@ -116,15 +183,15 @@ def test_a_switch_to_a_model_that_cannot_read_them_sends_them_and_reports_a_mode
     """VENDOR_RULES 8, 9: Opus 5 does not read Opus 5.5 blocks; they are still sent (the API
     drops them, never a 400), named in ``unreadable``, and reported as lost to the model."""
     cm = ContextManager.open(store, namespace="ada", binding=STRIPS)
-    newer = Head(model="claude-opus-5-5", system=HEAD.system, settings=HEAD.settings)
-    ids = history(cm, newer, 2)
-    result = cm.compile(HEAD)
+    older = attrs.evolve(HEAD, model="claude-opus-5")
+    ids = history(cm, HEAD, 2)
+    result = cm.compile(older)
     assert sent_replies(cm, result) == ids
     assert result.unreadable == ("messages.1.content.0", "messages.3.content.0")
     assert result.thinking_strip is not None
     assert (result.thinking_strip.cause, result.thinking_strip.changed) == ("head", ("model",))
     assert result.thinking_strip.replies == tuple(ids)
-    again = cm.compile(HEAD)
+    again = cm.compile(older)
     assert (again.thinking_strip, again.restored, again.unreadable) == (
         None,
         (),
@@ -237,10 +304,9 @@ def test_a_reopened_store_remembers_what_was_left_out(sqlite_path: Path) -> None
 def test_a_switch_back_to_a_reading_model_restores_the_blocks(store: Store) -> None:
     """VENDOR_RULES 8: switching back to a model that reads them makes them usable again."""
     cm = ContextManager.open(store, namespace="ada", binding=STRIPS)
-    newer = Head(model="claude-opus-5-5", system=HEAD.system, settings=HEAD.settings)
-    ids = history(cm, newer, 2)
-    assert sent_replies(cm, cm.compile(HEAD)) == ids
-    back = cm.compile(newer)
+    ids = history(cm, HEAD, 2)
+    assert sent_replies(cm, cm.compile(attrs.evolve(HEAD, model="claude-opus-5"))) == ids
+    back = cm.compile(HEAD)
     assert sent_replies(cm, back) == ids
     assert back.restored == tuple(ids)
     assert back.unreadable == ()

@@ -133,7 +133,7 @@ def test_a_tool_change_strips_every_earlier_reply_once_and_later_replies_keep_th
         ({"system": "You are Ada, on call."}, ("system",)),
         ({"model": "claude-sonnet-5"}, ("model",)),
         ({"system": "New system.", "tools": []}, ("system", "tools")),
-        ({"system": "S", "tools": [], "model": "claude-haiku-5"}, ("system", "tools", "model")),
+        ({"system": "S", "tools": [], "model": "claude-sim-2"}, ("system", "tools", "model")),
     ],
 )
 def test_a_head_change_names_the_components_in_order(

@@ -11,6 +11,7 @@ from typing import Any
 
 import attrs
 import pytest
+from helpers import NO_SYSTEM_MESSAGES_MODEL
 
 from context_manager import (
     REASONING_LOSS_KIND,
@@ -26,7 +27,7 @@ from notices import MARKER, ReasoningLossTeller
 
 PROBE = {"name": "probe", "description": "Look.", "input_schema": {"type": "object"}}
 HEAD = Head(
-    model="claude-sonnet-5",  # no system messages: head changes strip (SPEC 7b)
+    model=NO_SYSTEM_MESSAGES_MODEL,
     system="You are an agent.",
     tools=[PROBE],
     settings={"max_tokens": 2048, "thinking": {"type": "adaptive"}},

@@ -91,6 +91,7 @@ from context_manager.simulator import (
     InvalidRequest,
     Readability,
     Simulator,
+    documented_prefix_check,
     documented_readability,
 )
 from notices import MARKER, TurnState, name_reply, reasoning_loss_line
@@ -102,6 +103,7 @@ MODELS = (
     "claude-opus-5",
     "claude-fable-5-1",
     "claude-haiku-5-5",
+    "claude-mythos-5-1",
 )
 """Models that take mid-conversation system messages (so notices may go out as system)."""
 
@@ -799,6 +801,8 @@ class ReliabilityMachine(RuleBasedStateMachine):
         if head.get("appends") == "True":  # a system or tools change was appended, not stripped
             changed = tuple(c for c in changed if c not in ("system", "tools"))
         readable = self.reads(head["reader"], self.reply_models[replies[0]])
+        if not documented_prefix_check(head["reader"]):  # VENDOR_RULES 10: only the model
+            changed = ("model",) if not readable else ()
         if not readable or any(c in ("system", "tools") for c in changed):
             expected: tuple[str, tuple[str, ...]] = ("head", changed)
         else:

@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 import pytest
-from helpers import calling_script
+from helpers import NO_SYSTEM_MESSAGES_MODEL, calling_script
 from helpers import notice_texts as notices
 from helpers import request_texts as texts
 
@@ -40,7 +40,7 @@ ACTIVATE = {
     "input_schema": {"type": "object"},
 }
 HEAD = Head(
-    model="claude-sonnet-5",  # no system messages: head changes strip (SPEC 7b)
+    model=NO_SYSTEM_MESSAGES_MODEL,
     system="You are Ada.",
     tools=[READ_LOG],
     settings={"max_tokens": 2048, "thinking": {"type": "adaptive"}},

@@ -25,6 +25,7 @@ from context_manager.simulator import (
     THINKING_MISMATCH_ALLOWED,
     TOOL_CHANGES_BETA,
     Simulator,
+    documented_prefix_check,
     documented_readability,
 )
 
@@ -264,6 +265,60 @@ async def test_a_block_put_back_invalidates_the_blocks_made_while_it_was_gone(
 
     assert [c.reason for c in sim.verify(call(history))] == [None]
     assert [c.reason for c in sim.verify(call(put_back))] == [None, PREFIX_MISMATCH]
+
+
+# 10: who runs the prefix check --------------------------------------------------------------------
+
+MYTHOS = "claude-mythos-5-1"
+
+
+@pytest.mark.parametrize("model", [MYTHOS, "claude-opus-5"])
+async def test_a_model_that_runs_no_prefix_check_takes_a_changed_prefix_and_a_gap(
+    sim: Simulator, transport: str, model: str
+) -> None:
+    """VENDOR_RULES 10 and [PT]: "Claude Mythos 5.1 and models before Claude Fable 5.1 don't run
+    the prefix check"; such a model "accepts the object and reports only model-check drops". A
+    changed system, an edited earlier message and a gap all reach the model, even in error mode;
+    the same request to Fable 5.1 is refused."""
+    async with sdk_client(sim, transport) as client:
+        history = await converse(client, ["a", "b", "c"], model=model)
+        history[2]["content"] = "b, edited"
+        history[3] = without_thinking(history[3])
+        changed = [*history, user("next")]
+
+        taken = await client.beta.messages.create(
+            **call(changed, model=model, mode="error", system="Changed.")
+        )
+        with pytest.raises(anthropic.BadRequestError, match="bound to a different conversation"):
+            await client.beta.messages.create(
+                **call(changed, model=FABLE, mode="error", system="Changed.")
+            )
+
+    assert drops(taken) == []
+    (answered,) = [c for c in sim.calls[-2:] if c.status == 200]
+    seen = answered.request["messages"]  # as the model saw it: the block after the gap is in
+    assert next(b["type"] for b in seen[5]["content"]) == "thinking"
+
+
+def test_the_documented_list_decides_who_runs_the_prefix_check() -> None:
+    """VENDOR_RULES 10: Fable 5.1 and Opus 5.5 do; Mythos 5.1 and earlier models do not;
+    undocumented ids do (the strict reading)."""
+    runs = documented_prefix_check
+    assert [runs(m) for m in (FABLE, OPUS, HAIKU, "claude-sonnet-5-5", "claude-sim-1")] == [
+        True
+    ] * 5
+    earlier = ("claude-fable-5", "claude-opus-4-8", SONNET_5, "claude-3-7-sonnet-20250219")
+    assert [runs(m) for m in (MYTHOS, *earlier)] == [False] * 5
+
+
+async def test_a_prefix_check_callable_replaces_the_documented_list(transport: str) -> None:
+    sim = Simulator(prefix_check=lambda model: True)
+    async with sdk_client(sim, transport) as client:
+        history = await converse(client, ["a", "b"], model=MYTHOS)
+        reply = await client.beta.messages.create(
+            **call([*history, user("next")], model=MYTHOS, system="Changed.")
+        )
+    assert drops(reply) == [(p, PREFIX_MISMATCH) for p in BLOCKS[:2]]
 
 
 # 6: the open tool loop ----------------------------------------------------------------------------

@@ -25,6 +25,7 @@ before a thinking block, earlier thinking included (``_validity.judge_legacy``).
 
 _BLOCK_TAG = b"\x02"
 _SEAL_TAG = b"\x03"
+_OWN_TAG = b"\x04"
 
 
 _TEXT_PAIRS: dict[str, tuple[str, str]] = {
@@ -73,6 +74,12 @@ def feed_tagged(chain: bytes, tag: bytes, canonical: bytes) -> bytes:
 def seal(chain: bytes, wire_block: Mapping[str, Any]) -> str:
     """The stamp of a thinking block that stands after ``chain``."""
     return seal_bytes(chain, block_bytes(wire_block))
+
+
+def own_digest(canonical: bytes) -> str:
+    """A digest of a thinking block alone (its ``block_bytes``): whether the block is as it was
+    made, whatever came before it (a model that runs no prefix check reads only this)."""
+    return hashlib.sha256(_OWN_TAG + canonical).hexdigest()[:32]
 
 
 def seal_bytes(chain: bytes, canonical: bytes) -> str:

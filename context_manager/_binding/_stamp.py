@@ -24,7 +24,15 @@ from context_manager._model._log import library_logger
 from context_manager._model._messages import StoredMessage
 from context_manager._model._results import CompileResult
 
-from ._chain import chain_of_messages, feed_block, last_signature, seal, wire_content
+from ._chain import (
+    block_bytes,
+    chain_of_messages,
+    feed_block,
+    last_signature,
+    own_digest,
+    seal,
+    wire_content,
+)
 
 log = library_logger("context_manager.binding")
 
@@ -60,6 +68,7 @@ def stamp_reply(
     chain = chain_of_messages(extra_messages, start=result.end_chain)
     predecessor = last_signature(extra_messages) or result.end_predecessor
     seals: dict[str, str] = {}
+    owns: dict[str, str] = {}
     preds: dict[str, str | None] = {}
     signatures: list[str] = []
     unsigned: list[int] = []
@@ -69,6 +78,7 @@ def stamp_reply(
             signature = signature_of(block)
             if signature:
                 seals[str(index)] = seal(chain, wire)
+                owns[str(index)] = own_digest(block_bytes(wire))
                 preds[str(index)] = predecessor
                 predecessor = signature_digest(signature)
                 signatures.append(predecessor)
@@ -82,6 +92,7 @@ def stamp_reply(
         "head": dict(result.head_digests),
         "seals": seals,
         "pred": preds,
+        "own": owns,  # each block alone: judged so on a model that runs no prefix check
         "start": result.start_sequence,  # where its window started (a later branch's start)
     }
     return ReplyStamp(stamp, tuple(signatures), tuple(unsigned))

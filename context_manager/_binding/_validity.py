@@ -7,7 +7,8 @@ recorded as its predecessor. So leaving out the OLDEST blocks never costs a late
 check stands apart (VENDOR_RULES 8): a block valid but for it is still sent (``unread``: the
 provider drops it without an error, and it stays in the request, so the blocks made meanwhile
 stay in order and a switch back to a model that reads it reads them all), and it is reported
-as lost for this request.
+as lost for this request. A model that does not run the prefix check (VENDOR_RULES 10) is
+judged by the model check alone (``judge_unchecked``): nothing before a block can stop it.
 """
 
 from __future__ import annotations
@@ -165,3 +166,45 @@ def judge(
     if changed:  # only the model check stops it
         return Judgement("head" if failed else "unread", changed)
     return KEEP if failed is None else Judgement(failed)
+
+
+def judge_unchecked(
+    stamp: Mapping[str, Any] | None,
+    own_now: str,
+    *,
+    reader: str,
+    digests: Mapping[str, str],
+    reads: Readability,
+) -> Judgement | None:
+    """Judge a block for a model that does not run the prefix check (VENDOR_RULES 10): its
+    prefix, its order and the head are not compared; the block itself must be as it was made
+    (an edited block is refused by every model, VENDOR_RULES 12) and the model check decides
+    (VENDOR_RULES 8).
+
+    ``stamp``: the reply's stamp, or ``None`` (``unstamped``: the producer is unknown).
+    ``own_now``: ``own_digest`` of the block as rendered. Returns ``None`` when the stamp
+    predates per-block digests: the caller then judges it as on a model that checks (the
+    conservative reading).
+
+    >>> same = lambda reader, producer: reader == producer
+    >>> judge_unchecked({"model": "a", "own": {"0": "d"}}, "d", reader="a", digests={}, reads=same)
+    Judgement(verdict='keep', changed=())
+    >>> judge_unchecked({"model": "b", "own": {"0": "d"}}, "d", reader="a", digests={}, reads=same)
+    Judgement(verdict='unread', changed=('model',))
+    >>> judge_unchecked({"model": "a", "own": {"0": "d"}}, "e", reader="a", digests={}, reads=same)
+    Judgement(verdict='prefix', changed=())
+    >>> judge_unchecked({"model": "b", "own": {"0": "d"}}, "e", reader="a", digests={}, reads=same)
+    Judgement(verdict='head', changed=('model',))
+    >>> judge_unchecked({"model": "a"}, "d", reader="a", digests={}, reads=same) is None
+    True
+    """
+    if stamp is None:
+        return Judgement("unstamped")
+    own = stamp.get("own")
+    if not isinstance(own, Mapping):
+        return None
+    readable = producer_readable(stamp, reader, digests.get("model", ""), reads)
+    if own_now not in own.values():  # the block itself changed: never sent; the model check
+        # comes first, as in ``judge``, so it is the cause where it fails too
+        return Judgement("prefix") if readable else Judgement("head", ("model",))
+    return KEEP if readable else Judgement("unread", ("model",))

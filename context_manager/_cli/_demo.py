@@ -21,7 +21,7 @@ import attrs
 from context_manager._binding._drops import PlacedDrops
 from context_manager._compile._strategies import Fold, Passthrough
 from context_manager._model._content import TextBlock, ThinkingBlock
-from context_manager._model._head import Head
+from context_manager._model._head import Head, ThinkingBinding
 from context_manager._model._messages import MessageId, StoredMessage
 from context_manager._reasoning._capture import ReasoningCapture
 from context_manager._reasoning._store import SQLiteReasoningStore
@@ -41,12 +41,14 @@ from ._tally import StripCounter, TallyingTeller, summary_lines
 
 AGENT = "ada"
 """The demo's one agent (its namespace in the database)."""
-MODEL = "claude-sonnet-5"
-"""The first scenes' model: it takes no mid-conversation system messages, so a head change
-strips there (and every line form appears)."""
-APPENDING_MODEL = "claude-opus-5-5"
-"""The model the host moves to: it reads Sonnet 5's blocks and takes system messages, so the
-same changes are appended and nothing is lost (SPEC 7b)."""
+MODEL = "claude-opus-5-5"
+"""The demo's model: it runs the prefix check (VENDOR_RULES 10) and takes mid-conversation
+system messages (VENDOR_RULES 16)."""
+STRIPPING = ThinkingBinding(append_changes=False)
+"""The first scenes' binding: a head change is not appended, so it strips (and every line form
+appears)."""
+APPENDING = ThinkingBinding()
+"""The binding the host turns to: the same changes are appended and nothing is lost (SPEC 7b)."""
 FORK = "imported"
 """The branch scene 4 forks and imports history onto; the demo ends on it."""
 
@@ -127,6 +129,7 @@ class Demo:
                         "3 matches: parser 2.4 reads the config key 'strict' as 'mode'"
                     ),
                 },
+                binding=STRIPPING,
                 reasoning=ReasoningCapture(sidecar),
             )
         )
@@ -208,7 +211,7 @@ class Demo:
 
     async def tool_change(self) -> None:
         self.heading(
-            f"a tool change between turns, on {MODEL} (no mid-conversation system messages)",
+            "a tool change between turns, appending off (ThinkingBinding(append_changes=False))",
             "the head form naming the newest reply lost, with its cause (tools changed)",
         )
         await self.turn(
@@ -227,7 +230,7 @@ class Demo:
 
     async def skill(self) -> None:
         self.heading(
-            f"a skill activation grows the tool menu mid-turn, on {MODEL}",
+            "a skill activation grows the tool menu mid-turn, appending off",
             "the head form with the this-turn clause, told at the next boundary; the open "
             "round's reply goes out as recorded and the provider's drop is told",
         )
@@ -241,12 +244,12 @@ class Demo:
 
     async def appended(self) -> None:
         self.heading(
-            f"the same changes on {APPENDING_MODEL}: appended, nothing lost",
+            "the same changes with appending on: appended, nothing lost",
             "head-change system messages (tool_removal, tool_addition) and no [reasoning] line; "
             "the skill's tool is called in the same turn",
         )
-        self.agent.head = attrs.evolve(self.agent.head, model=APPENDING_MODEL)
-        self.follow.note("host", f"moves to {APPENDING_MODEL}, which reads {MODEL}'s reasoning")
+        self.agent.binding = self.agent.context.binding = APPENDING
+        self.follow.note("host", "turns append-only head changes on (ThinkingBinding())")
         await self.turn(
             "Is the pin still in place?",
             Step("The pin from earlier still holds.", "Yes: parser is pinned to 2.3."),

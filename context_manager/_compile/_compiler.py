@@ -136,6 +136,7 @@ class _CacheKey:
     appends: bool
     anchor_sequence: int
     reads: Any
+    prefix_check: Any
     strategy: Any
     budget: int | None
     erasures: int
@@ -628,6 +629,7 @@ class Compiler:
             appends,
             ctx.anchor_sequence,
             m.binding.reads,
+            m.binding.prefix_check,
             m.strategy,
             budget,
             m.reasoning.erase_serial() if m.reasoning is not None else 0,
@@ -888,6 +890,7 @@ class Compiler:
             resolve=m.resolve_reasoning,
             model=head.model,
             reads=m.binding.reads,
+            checks_prefix=m.binding.prefix_check(head.model),
         )
 
     def _inflight(self, state: RenderState, memo: _WindowMemo | None) -> Restored | None:

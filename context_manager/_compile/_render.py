@@ -23,6 +23,7 @@ from context_manager._binding._chain import (
     feed_block,
     feed_tagged,
     is_wire_thinking,
+    own_digest,
     seal_bytes,
 )
 from context_manager._binding._stamp import legacy_stamp, readable_stamp
@@ -30,6 +31,7 @@ from context_manager._binding._validity import (
     head_changes,
     judge,
     judge_legacy,
+    judge_unchecked,
     producer_readable,
 )
 from context_manager._model._canonical import signature_digest
@@ -140,8 +142,10 @@ class RenderContext:
     model: str = ""
     """The requested model (the reader in the model check)."""
     reads: Readability = documented_readability
-    """Turns a stored thinking block back into the block as sent (reasoning sidecar); ``None``
-    from it means the text cannot be had, and the block is treated as unstamped."""
+    """The model check ``(reader, producer) -> bool`` (VENDOR_RULES 8, 9)."""
+    checks_prefix: bool = True
+    """The requested model runs the prefix check (VENDOR_RULES 10); ``False``: only the model
+    check can stop a block (``judge_unchecked``)."""
     pieces: Pieces | None = None
     """Blocks already encoded, by stored message (filled as the render meets new ones)."""
     appends: bool = False
@@ -343,7 +347,12 @@ def judge_thinking(
         # A released block whose head also changed reports the head: the strip's cause is read
         # at its first block, and a head change must not pass as a message change (SPEC 7).
         head = stamp.get("head") if stamp is not None else None
-        if ctx.binds and isinstance(head, Mapping):
+        if ctx.binds and not ctx.checks_prefix:
+            if stamp is not None and not producer_readable(
+                stamp, ctx.model, ctx.digests["model"], ctx.reads
+            ):
+                return "head", ("model",)
+        elif ctx.binds and isinstance(head, Mapping):
             readable = producer_readable(stamp or {}, ctx.model, ctx.digests["model"], ctx.reads)
             changed = head_changes(head, ctx.digests, ctx.bound, readable=readable)
             verdict, changed = (
@@ -356,12 +365,20 @@ def judge_thinking(
         return "hidden", ()
     if not ctx.binds:
         return "keep", ()
+    if canonical is None:
+        canonical = block_bytes(wire)
+    if not ctx.checks_prefix and stamp is not None:
+        unchecked = judge_unchecked(
+            stamp, own_digest(canonical), reader=ctx.model, digests=ctx.digests, reads=ctx.reads
+        )
+        if unchecked is not None:
+            return unchecked.verdict, unchecked.changed
     old = legacy_stamp(ctx.stamps.get(message.id)) if stamp is None else None
     if old is not None and legacy_chain is not None:
         legacy = judge_legacy(
             old,
             index,
-            seal_bytes(legacy_chain, block_bytes(wire) if canonical is None else canonical),
+            seal_bytes(legacy_chain, canonical),
             reader=ctx.model,
             digests=ctx.digests,
             bound=ctx.bound,
@@ -371,7 +388,7 @@ def judge_thinking(
     judgement = judge(
         stamp,
         index,
-        seal_bytes(chain, block_bytes(wire) if canonical is None else canonical),
+        seal_bytes(chain, canonical),
         reader=ctx.model,
         digests=ctx.digests,
         bound=ctx.bound,

@@ -14,7 +14,13 @@ from typing import Any, Literal
 import attrs
 
 from ._canonical import digest
-from ._readability import Readability, accepts_system_messages, documented_readability
+from ._readability import (
+    PrefixCheck,
+    Readability,
+    accepts_system_messages,
+    documented_prefix_check,
+    documented_readability,
+)
 
 HEAD_COMPONENTS = ("system", "tools", "model", "settings")
 """The order ``ThinkingStrip.changed`` lists differing components in."""
@@ -123,6 +129,10 @@ class ThinkingBinding:
         reads: the model check ``(reader_model, producer_model) -> bool``; the default is the
             documented table (VENDOR_RULES 9): a model reads its own blocks, anything
             undocumented is unreadable.
+        prefix_check: ``checks(model) -> bool``, whether the requested model runs the prefix
+            check (order included); the default is the documented list (VENDOR_RULES 10):
+            Mythos 5.1 and models before Fable 5.1 do not, so a request to one keeps every
+            block the model reads; anything undocumented checks.
     """
 
     binds: bool = True
@@ -135,6 +145,9 @@ class ThinkingBinding:
     inline_tools: bool = True
     reads: Readability = attrs.field(
         default=documented_readability, validator=attrs.validators.is_callable()
+    )
+    prefix_check: PrefixCheck = attrs.field(
+        default=documented_prefix_check, validator=attrs.validators.is_callable()
     )
 
     system_notices: Literal["auto", "user", "system"] | None = attrs.field(

@@ -93,6 +93,41 @@ def documented_readability(reader: str, producer: str) -> bool:
     return False
 
 
+PrefixCheck: TypeAlias = Callable[[str], bool]
+"""``checks(model) -> bool``: does ``model`` run the prefix check (order included)?"""
+
+_LEGACY_ID = re.compile(r"claude-(\d+)(?:-(\d))?-(opus|sonnet|haiku)(?:-\d{8}|-latest)?")
+"""The older id form, version before line (``claude-3-7-sonnet-20250219``)."""
+
+_UNCHECKED = frozenset({ModelName("mythos", _FABLE_5_1)})
+"""Documented not to run the prefix check besides every model before Fable 5.1."""
+
+
+@functools.lru_cache(maxsize=256)
+def documented_prefix_check(model: str) -> bool:
+    """True unless ``model`` is documented not to run the prefix check (VENDOR_RULES 10).
+
+    Mythos 5.1 and the models before Fable 5.1 (an Opus, Sonnet, Haiku, Fable or Mythos id
+    with a version below 5.1, or an id of the older form) do not: their requests keep every
+    block the model reads, whatever changed before it, and report only model-check drops.
+    Fable 5.1 and Opus 5.5 do; Sonnet 5.5, Haiku 5.5, later and unknown ids are treated as
+    checking (UNCONFIRMED, the conservative reading: never send what may be refused).
+
+    >>> documented_prefix_check("claude-fable-5-1"), documented_prefix_check("claude-opus-5-5")
+    (True, True)
+    >>> documented_prefix_check("claude-mythos-5-1"), documented_prefix_check("claude-opus-5")
+    (False, False)
+    >>> documented_prefix_check("claude-3-7-sonnet-20250219"), documented_prefix_check("x")
+    (False, True)
+    """
+    if _LEGACY_ID.fullmatch(model) is not None:
+        return False
+    name = parse_model(model)
+    if name is None or name.line not in OLD_LINES | NEW_LINES:
+        return True
+    return not (name in _UNCHECKED or name.version < _FABLE_5_1)
+
+
 SYSTEM_MESSAGE_MODELS = frozenset(
     {
         "claude-fable-5-1",

@@ -21,7 +21,13 @@ from ._api import (
     TOOL_CHANGES_BETA,
 )
 from ._errors import InvalidRequest, NotFound, ScriptFailed, SimulatedApiError
-from ._models import SYSTEM_MESSAGE_MODELS, Readability, documented_readability
+from ._models import (
+    SYSTEM_MESSAGE_MODELS,
+    PrefixCheck,
+    Readability,
+    documented_prefix_check,
+    documented_readability,
+)
 from ._reply import Script, default_script
 from ._server import SimulatorServer
 from ._simulator import BASE_URL, DEFAULT_KEY, DEFAULT_ORGANIZATION, Call, Simulator
@@ -49,6 +55,7 @@ __all__ = [
     "Call",
     "InvalidRequest",
     "NotFound",
+    "PrefixCheck",
     "Readability",
     "Script",
     "ScriptFailed",
@@ -57,5 +64,6 @@ __all__ = [
     "SimulatorServer",
     "SimulatorTransport",
     "default_script",
+    "documented_prefix_check",
     "documented_readability",
 ]

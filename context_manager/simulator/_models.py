@@ -99,6 +99,40 @@ def documented_readability(reader: str, producer: str, *, claude_api: bool = Tru
     return False
 
 
+PrefixCheck = Callable[[str], bool]
+"""``runs_check(model) -> bool``: does ``model`` run the prefix check (order included)?"""
+
+_DATED_TAIL = re.compile(r"-\d{8}$|-latest$")
+_OLD_FORM = re.compile(r"claude-\d+(-\d)?-(opus|sonnet|haiku)")
+"""Ids of the form before ``claude-<line>-<version>`` (``claude-3-7-sonnet``)."""
+
+KNOWN_LINES = OLD_LINES | NEW_LINES
+
+
+def documented_prefix_check(model: str) -> bool:
+    """Whether ``model`` runs the prefix check (VENDOR_RULES 10).
+
+    [PT]: Claude Mythos 5.1 and models before Claude Fable 5.1 don't; their requests report
+    only model-check drops. "Before Fable 5.1": a known line at a version below 5.1, or an id
+    of the older form. Every other id checks (Fable 5.1, Opus 5.5 documented; Sonnet 5.5,
+    Haiku 5.5, later and unknown ids UNCONFIRMED, so the strict reading).
+
+    >>> [documented_prefix_check(m) for m in ("claude-mythos-5-1", "claude-sonnet-5")]
+    [False, False]
+    >>> [documented_prefix_check(m) for m in ("claude-fable-5-1", "claude-sim-1")]
+    [True, True]
+    """
+    bare = _DATED_TAIL.sub("", model)
+    if _OLD_FORM.fullmatch(bare):
+        return False
+    name = parse_model(bare)
+    if name is None or name.line not in KNOWN_LINES:
+        return True
+    if name.line == "mythos" and name.version == FABLE_5_1:
+        return False
+    return name.version >= FABLE_5_1
+
+
 SYSTEM_MESSAGE_MODELS = frozenset(
     {
         "claude-fable-5-1",

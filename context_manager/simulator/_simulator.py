@@ -28,7 +28,13 @@ from ._faults import Faults
 from ._http import VERSION_HEADER, HttpReply, betas_of, error_reply, json_reply, sse_reply
 from ._intake import new_id, parse_body, split_betas
 from ._loop import IssuedReplies
-from ._models import SYSTEM_MESSAGE_MODELS, Readability, documented_readability
+from ._models import (
+    SYSTEM_MESSAGE_MODELS,
+    PrefixCheck,
+    Readability,
+    documented_prefix_check,
+    documented_readability,
+)
 from ._reply import Script, default_script
 from ._respond import answer
 from ._server import SimulatorServer
@@ -100,6 +106,10 @@ class Simulator:
             Default: the documented table (``documented_readability``); a model always reads
             its own blocks and anything undocumented is unreadable. An unreadable block is
             always dropped (``model_binding_mismatch``), never a 400.
+        prefix_check: ``runs_check(model) -> bool``, whether the requested model runs the
+            prefix and order checks (VENDOR_RULES 10). Default: the documented list
+            (``documented_prefix_check``): Mythos 5.1 and models before Fable 5.1 do not (their
+            requests report only model-check drops); any other id does.
         enforced: the account enforces the prefix check (an account created on or after
             2026-08-31). ``False``: a request without ``thinking.block_binding`` lets failing
             blocks reach the model and reports them as ``thinking_mismatch_allowed``.
@@ -124,6 +134,7 @@ class Simulator:
         *,
         model_families: Mapping[str, str] | None = None,
         readability: Readability | None = None,
+        prefix_check: PrefixCheck | None = None,
         enforced: bool = True,
         system_message_models: Iterable[str] | None = None,
         organization: str = DEFAULT_ORGANIZATION,
@@ -137,7 +148,13 @@ class Simulator:
         readable = readability or documented_readability
         if model_families:
             readable = _with_families(readable, dict(model_families))
-        self._verifier = Verifier(bytes(key), readable, organization, end_user)
+        self._verifier = Verifier(
+            bytes(key),
+            readable,
+            organization,
+            end_user,
+            prefix_check or documented_prefix_check,
+        )
         self.enforced = enforced
         """Whether the account enforces the prefix check without ``block_binding``."""
         self.system_message_models = frozenset(

@@ -1,7 +1,8 @@
 """Verifying the signed blocks of a request, oldest first, by the documented rules.
 
-Pure functions. For each signed block (VENDOR_RULES 1-4, 8, 11-13): a bad signature is a 400;
-then the organization, end-user and model checks (drops, never 400s); then the prefix check (the
+Pure functions. For each signed block (VENDOR_RULES 1-4, 8, 10-13): a bad signature is a 400;
+then the organization, end-user and model checks (drops, never 400s); then, on a model that runs
+it (not Mythos 5.1 or a model before Fable 5.1), the prefix check (the
 bound head and the non-thinking content before it) and the order check (no thinking block
 precedes it in the request as sent, or the nearest one is the one it recorded: a block the API
 drops still counts, so a switch back to a model that reads it reads every block made meanwhile).
@@ -33,7 +34,7 @@ from ._api import (
 )
 from ._canon import CHAIN_START, chain_step, head_digest
 from ._errors import InvalidRequest
-from ._models import Readability
+from ._models import PrefixCheck, Readability, documented_prefix_check
 from ._sign import block_digest, decode, is_sealed, prefix_matches
 from ._system import CLEAR_NEVER, added_tool_name
 
@@ -135,6 +136,8 @@ class Verifier:
     readable: Readability
     organization: str = ""
     end_user: str = ""
+    runs_prefix_check: PrefixCheck = documented_prefix_check
+    """Whether the requested model runs the prefix and order checks (VENDOR_RULES 10)."""
 
 
 def content_blocks(content: Any) -> list[Any]:
@@ -237,8 +240,9 @@ def _check_block(
     if not verifier.readable(model, payload.model):
         natural.append(MODEL_MISMATCH)
     in_order = state.last_sent is None or state.last_sent == payload.predecessor
-    if state.cascading or not (
-        in_order and prefix_matches(verifier.key, payload, state.head, state.chain)
+    if verifier.runs_prefix_check(model) and (
+        state.cascading
+        or not (in_order and prefix_matches(verifier.key, payload, state.head, state.chain))
     ):
         natural.append(PREFIX_MISMATCH)
     forced_reasons = [f.reason for f in forced if f.takes(*at, block)]
