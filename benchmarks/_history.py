@@ -33,11 +33,14 @@ from context_manager.simulator._canon import (
 )
 from context_manager.simulator._sign import NONCE_BYTES, Binding, block_digest, sign
 
-MODEL = "claude-opus-4-5"
-"""The model every benchmark head names (any id works: the simulator binds to it as a family)."""
+MODEL = "claude-opus-5-5"
+"""The model every benchmark head names: one that runs the prefix check (VENDOR_RULES 10), so
+every block is judged in full (a model that runs none is judged by the model check alone)."""
 
-BINDING = ThinkingBinding(binds=True, drop_block=True)
-"""The binding a resident agent runs with: judge every block, let the provider drop, not refuse."""
+BINDING = ThinkingBinding(binds=True, drop_block=True, append_changes=False)
+"""The binding a resident agent runs with: judge every block, let the provider drop, not refuse;
+a head change is not appended (SPEC 7b) but re-renders the window, the worst case measured
+(``benchmarks/_append.py`` measures appending)."""
 
 TOOLS: tuple[dict[str, Any], ...] = (
     {
