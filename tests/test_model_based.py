@@ -921,6 +921,7 @@ class ReliabilityMachine(RuleBasedStateMachine):
     ) -> None:
         """Invariant 2 for one committing compile (see the module docstring)."""
         branch = self.branches[result.branch]
+        branch.told.difference_update(self._restored(result))  # a new loss is told again
         branch.compiled = True
         inflight = _inflight_index(request["messages"])
         newly: set[str] = set()
@@ -973,9 +974,7 @@ class ReliabilityMachine(RuleBasedStateMachine):
                     assert k < released_from or i == inflight, (  # VENDOR_RULES 6
                         f"block {k} of {message.id} was released, yet sent"
                     )
-                    # withheld, now sent again (VENDOR_RULES 5, 8): a new loss is told again
-                    if branch.left_out.pop(spot, None) is not None and i != inflight:
-                        branch.told.discard(message.id)
+                    branch.left_out.pop(spot, None)  # withheld, now sent again (VENDOR_RULES 5, 8)
                     continue
                 if spot in branch.left_out or branch.out_for_good(message.id, k):
                     continue

@@ -30,7 +30,7 @@ from ._chain import (
     feed_block,
     last_signature,
     own_digest,
-    seal,
+    seal_bytes,
     wire_content,
 )
 
@@ -77,8 +77,9 @@ def stamp_reply(
         if is_thinking(block):
             signature = signature_of(block)
             if signature:
-                seals[str(index)] = seal(chain, wire)
-                owns[str(index)] = own_digest(block_bytes(wire))
+                canonical = block_bytes(wire)
+                seals[str(index)] = seal_bytes(chain, canonical)
+                owns[str(index)] = own_digest(canonical)
                 preds[str(index)] = predecessor
                 predecessor = signature_digest(signature)
                 signatures.append(predecessor)
