@@ -37,7 +37,13 @@ from context_manager import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from context_manager._store._postgres_schema import MIGRATIONS, SCHEMA_VERSION, open_versioned
+from context_manager._store._postgres_schema import (
+    LOCK_CLASS,
+    MIGRATION_LOCK,
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    open_versioned,
+)
 from context_manager.simulator import Simulator
 
 HEAD = PROBE_HEAD
@@ -163,6 +169,47 @@ def test_many_hosts_opening_a_new_schema_at_once_all_succeed(postgres_dsn: str) 
     finally:
         for store in made:
             store.close()
+
+
+def test_opening_a_store_while_another_host_migrates_waits_for_the_migration_to_commit(
+    postgres_dsn: str, opened: list[PostgresStore]
+) -> None:
+    """The schema is read only when no migration is in flight, never half-committed.
+
+    A catalog lookup can see a table another host just committed while the reading snapshot
+    cannot see its rows; reading under the migration lock (shared) rules that out.
+    """
+    open_store(opened, postgres_dsn).close()
+    errors: list[BaseException] = []
+    with psycopg.connect(postgres_dsn, autocommit=True) as migrating:
+        with migrating.transaction():
+            migrating.execute(
+                "SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, MIGRATION_LOCK)
+            )
+
+            def open_one() -> None:
+                try:
+                    opened.append(PostgresStore(postgres_dsn))
+                except BaseException as err:  # reported below
+                    errors.append(err)
+
+            opener = threading.Thread(target=open_one)
+            opener.start()
+            deadline = time.monotonic() + 20
+            waiting = False
+            while not waiting and opener.is_alive() and time.monotonic() < deadline:
+                row = migrating.execute(
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                    "AND classid = %s AND objid = %s AND NOT granted",
+                    (LOCK_CLASS, MIGRATION_LOCK),
+                ).fetchone()
+                waiting = bool(row and row[0])
+                time.sleep(0.01)
+            assert waiting, "the opening host read the schema while a migration held the lock"
+            assert opener.is_alive()
+        opener.join(timeout=20)
+    assert errors == []
+    assert len(opened) == 2
 
 
 def test_a_compile_on_one_host_sees_what_another_host_committed(

@@ -2,10 +2,12 @@
 
 A database (precisely: the connection's current schema) is ours when it holds a
 ``context_manager_meta`` table whose ``application`` row names this library. It is identified in
-one snapshot; nothing is written before it is known to be ours and not newer. Each forward-only
-migration runs in its own transaction under a migration advisory lock, and is skipped when
-another host ran it while this one waited (PostgreSQL DDL is transactional: a failed migration
-leaves the previous version whole).
+one snapshot, taken while holding the migration advisory lock shared, so it never sees a
+migration half-committed by another host (a catalog lookup can see a newly committed table whose
+rows the snapshot cannot); nothing is written before it is known to be ours and not newer. Each
+forward-only migration runs in its own transaction under that lock held exclusively, and is
+skipped when another host ran it while this one waited (PostgreSQL DDL is transactional: a failed
+migration leaves the previous version whole).
 """
 
 from __future__ import annotations
@@ -113,25 +115,30 @@ def probe(
 ) -> int:
     """The schema version of the connection's current schema, read in one snapshot; 0: empty.
 
+    ``conn`` is in autocommit mode. The read waits for a migration another host is running.
     ``known`` is the newest version this library can open.
 
     Raises:
         NotADatabase: there is no current schema, or it holds tables this library did not write.
         SchemaTooNew: written by a newer version of this library.
     """
-    with conn.transaction():
-        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-        row = conn.execute(_PROBE).fetchone()
-        assert row is not None
-        schema, has_meta, relations = row
-        if schema is None:
-            raise NotADatabase(where, "no schema on the search_path exists; create one first")
-        if not has_meta:
-            if relations:
-                why = f"schema {schema!r} holds tables this library did not write"
-                raise NotADatabase(where, why)
-            return 0
-        meta = dict(conn.execute("SELECT key, value FROM context_manager_meta").fetchall())
+    conn.execute("SELECT pg_advisory_lock_shared(%s, %s)", (LOCK_CLASS, MIGRATION_LOCK))
+    try:
+        with conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            row = conn.execute(_PROBE).fetchone()
+            assert row is not None
+            schema, has_meta, relations = row
+            if schema is None:
+                raise NotADatabase(where, "no schema on the search_path exists; create one first")
+            if not has_meta:
+                if relations:
+                    why = f"schema {schema!r} holds tables this library did not write"
+                    raise NotADatabase(where, why)
+                return 0
+            meta = dict(conn.execute("SELECT key, value FROM context_manager_meta").fetchall())
+    finally:
+        conn.execute("SELECT pg_advisory_unlock_shared(%s, %s)", (LOCK_CLASS, MIGRATION_LOCK))
     if meta.get("application") != APPLICATION:
         raise NotADatabase(where, f"context_manager_meta names {meta.get('application')!r}")
     try:
