@@ -14,7 +14,17 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from context_manager import ContextManager, Head, SQLiteStore
+import attrs
+import pytest
+
+from context_manager import (
+    CompileResult,
+    ContextManager,
+    Head,
+    SQLiteStore,
+    ThinkingBinding,
+    ThinkingBlock,
+)
 from context_manager._model._canonical import canonical_json
 from context_manager.simulator import Simulator
 
@@ -60,24 +70,32 @@ def thinking_sent(request: dict[str, Any]) -> int:
     )
 
 
-async def _old_store(path: Path, sim: Simulator, turns: int) -> None:
-    """A store whose replies carry version-1 stamps, as the earlier library wrote them."""
+async def _old_store(
+    path: Path, sim: Simulator, turns: int, head: Head = HEAD, version: int = 1
+) -> list[str]:
+    """A store whose replies carry the stamps an earlier library wrote: version 1, or version 2
+    as written before per-block digests (no ``own``). Returns the replies' ids."""
     store = SQLiteStore(path)
     cm = ContextManager.open(store, namespace="ada")
     old: dict[str, str] = {}
     async with sim.client() as client:
         for n in range(turns):
             cm.add_message("user", f"question {n}")
-            result = cm.compile(HEAD)
+            result = cm.compile(head)
             message = await client.beta.messages.create(**result.request)
             reply = [b.model_dump(exclude_none=True) for b in message.content]
             stamp = version_1_stamp({**result.request, "head_digests": result.head_digests}, reply)
             old[cm.record_reply(message, result)] = json.dumps(stamp)
     store.close()
+    if version == 2:
+        with sqlite3.connect(path) as db:
+            db.execute("UPDATE messages SET stamp = json_remove(stamp, '$.own')")
+        return list(old)
     with sqlite3.connect(path) as db:
         db.executemany(
             "UPDATE messages SET stamp = ? WHERE id = ?", [(s, i) for i, s in old.items()]
         )
+    return list(old)
 
 
 async def test_version_1_stamps_reopened_still_send_their_valid_thinking(sqlite_path: Path) -> None:
@@ -112,3 +130,59 @@ async def test_a_version_1_block_whose_earlier_thinking_is_gone_is_left_out(
     assert strip is not None
     assert strip.replies[0] == first
     assert strip.blocks == 3
+
+
+MYTHOS = attrs.evolve(HEAD, model="claude-mythos-5-1")
+"""A model that runs no prefix check (VENDOR_RULES 10)."""
+STRIPS = ThinkingBinding(append_changes=False)
+"""A system change re-renders the head instead of being appended (SPEC 7b)."""
+
+
+def replies_sent(result: CompileResult) -> list[str]:
+    return [
+        source.message_id
+        for entry in result.provenance
+        for source in entry.sources
+        if source.signatures
+    ]
+
+
+@pytest.mark.parametrize("version", [1, 2])
+async def test_a_model_that_runs_no_prefix_check_keeps_unedited_replies_with_older_stamps(
+    sqlite_path: Path, version: int
+) -> None:
+    """VENDOR_RULES 10: such a model checks each block alone. A reply never edited is as it
+    was stamped, so a stamp written before per-block digests still shows its blocks valid."""
+    sim = Simulator()
+    ids = await _old_store(sqlite_path, sim, 3, head=MYTHOS, version=version)
+    cm = ContextManager.open(SQLiteStore(sqlite_path), namespace="ada", binding=STRIPS)
+    cm.add_message("user", "and now?")
+    result = cm.compile(attrs.evolve(MYTHOS, system="You are Ada, terse."))
+    assert replies_sent(result) == ids
+    assert result.thinking_strip is None
+    async with sim.client() as client:
+        message = await client.beta.messages.create(**result.request)
+    assert not message.input_transformations
+
+
+async def test_an_edited_reply_with_an_older_stamp_is_judged_as_on_a_model_that_checks(
+    sqlite_path: Path,
+) -> None:
+    """A stamp without per-block digests cannot show an edit to the block itself (refused by
+    every model, VENDOR_RULES 12): a reply at or after the earliest edit is judged the
+    conservative way, and the request goes through."""
+    sim = Simulator()
+    ids = await _old_store(sqlite_path, sim, 3, head=MYTHOS, version=2)
+    cm = ContextManager.open(SQLiteStore(sqlite_path), namespace="ada", binding=STRIPS)
+    edited = cm.get_message(ids[1])
+    thinking = edited.content[0]
+    assert isinstance(thinking, ThinkingBlock)
+    cm.edit_message(ids[1], [ThinkingBlock("made up", thinking.signature), *edited.content[1:]])
+    cm.add_message("user", "and now?")
+    result = cm.compile(attrs.evolve(MYTHOS, system="You are Ada, terse."))
+    assert replies_sent(result) == [ids[0]]
+    assert result.thinking_strip is not None
+    assert result.thinking_strip.replies == (ids[1], ids[2])
+    async with sim.client() as client:
+        message = await client.beta.messages.create(**result.request)
+    assert not message.input_transformations

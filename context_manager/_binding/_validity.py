@@ -175,6 +175,7 @@ def judge_unchecked(
     reader: str,
     digests: Mapping[str, str],
     reads: Readability,
+    original: bool = False,
 ) -> Judgement | None:
     """Judge a block for a model that does not run the prefix check (VENDOR_RULES 10): its
     prefix, its order and the head are not compared; the block itself must be as it was made
@@ -182,9 +183,11 @@ def judge_unchecked(
     (VENDOR_RULES 8).
 
     ``stamp``: the reply's stamp, or ``None`` (``unstamped``: the producer is unknown).
-    ``own_now``: ``own_digest`` of the block as rendered. Returns ``None`` when the stamp
-    predates per-block digests: the caller then judges it as on a model that checks (the
-    conservative reading).
+    ``own_now``: ``own_digest`` of the block as rendered. ``original``: the stored reply is
+    known never to have been edited, so its blocks are as they were made even when the stamp
+    predates per-block digests (a version-1 stamp, or a version-2 one written before them).
+    Returns ``None`` when the stamp has no per-block digests and the reply may have been
+    edited: the caller then judges it as on a model that checks (the conservative reading).
 
     >>> same = lambda reader, producer: reader == producer
     >>> judge_unchecked({"model": "a", "own": {"0": "d"}}, "d", reader="a", digests={}, reads=same)
@@ -197,14 +200,17 @@ def judge_unchecked(
     Judgement(verdict='head', changed=('model',))
     >>> judge_unchecked({"model": "a"}, "d", reader="a", digests={}, reads=same) is None
     True
+    >>> judge_unchecked({"model": "a"}, "d", reader="a", digests={}, reads=same, original=True)
+    Judgement(verdict='keep', changed=())
     """
     if stamp is None:
         return Judgement("unstamped")
     own = stamp.get("own")
-    if not isinstance(own, Mapping):
+    if not isinstance(own, Mapping) and not original:
         return None
     readable = producer_readable(stamp, reader, digests.get("model", ""), reads)
-    if own_now not in own.values():  # the block itself changed: never sent; the model check
-        # comes first, as in ``judge``, so it is the cause where it fails too
+    if isinstance(own, Mapping) and own_now not in own.values():
+        # the block itself changed: never sent; the model check comes first, as in ``judge``,
+        # so it is the cause where it fails too
         return Judgement("prefix") if readable else Judgement("head", ("model",))
     return KEEP if readable else Judgement("unread", ("model",))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import inspect
+import sys
 import uuid
 import weakref
 from collections.abc import Callable, Generator, Mapping, Sequence
@@ -245,6 +246,10 @@ class Compiler:
         self._heads_models: dict[str, str] = {}
         self.stamp_cache_limit = STAMP_CACHE_LIMIT
         """Stamps kept in memory; the oldest not needed by the current render go first."""
+        self._edit_serial = 0
+        """The change serial the running compile read (edits, ``Store.changed_since``)."""
+        self._unedited: tuple[int, int] | None = None
+        """``(change serial, _unedited_below())`` as last read."""
         self._binding_serial: int | None = None
         """The agent's binding serial the kept records and renders reflect (``None``: not read
         yet, or the store cannot say)."""
@@ -605,6 +610,7 @@ class Compiler:
         key = m.current_branch_key()
         lineage = m.lineage()
         serial, since = self._serials(key, lineage)
+        self._edit_serial = serial
         record = self.record_for(key)
         asked = head
         appends = m.binding.appends(head.model)
@@ -877,6 +883,7 @@ class Compiler:
         anchor: AnchoredHead | None = None,
     ) -> RenderContext:
         m = self.manager
+        checks = m.binding.prefix_check(head.model)
         return RenderContext(
             appends=appends,
             anchor_sequence=-1 if anchor is None else anchor.at_sequence,
@@ -890,8 +897,19 @@ class Compiler:
             resolve=m.resolve_reasoning,
             model=head.model,
             reads=m.binding.reads,
-            checks_prefix=m.binding.prefix_check(head.model),
+            checks_prefix=checks,
+            unedited_below=self._unedited_below() if m.binding.binds and not checks else 0,
         )
+
+    def _unedited_below(self) -> int:
+        """The lowest stored sequence ever edited in this agent (every lower one is as first
+        stored), or one past any sequence when nothing was: read once per change serial."""
+        m = self.manager
+        serial = self._edit_serial
+        if self._unedited is None or self._unedited[0] != serial:
+            first = m.store.changed_since(m.namespace, 0)
+            self._unedited = (serial, sys.maxsize if first is None else first)
+        return self._unedited[1]
 
     def _inflight(self, state: RenderState, memo: _WindowMemo | None) -> Restored | None:
         """The open round's reply as recorded, when the rules would alter it (SPEC 7); read

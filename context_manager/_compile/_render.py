@@ -155,6 +155,10 @@ class RenderContext:
     head_changed: bool = False
     """This compile rewrites the head (a change that cannot be appended): a system or tools
     difference is then a head cause even while changes are appended."""
+    unedited_below: int = 0
+    """Every stored message with a lower sequence was never edited (0: none is known to be).
+    A reply below it is as it was stamped, so a model that runs no prefix check keeps its
+    blocks even when its stamp predates per-block digests (``judge_unchecked``)."""
 
 
 @attrs.define
@@ -367,13 +371,18 @@ def judge_thinking(
         return "keep", ()
     if canonical is None:
         canonical = block_bytes(wire)
-    if not ctx.checks_prefix and stamp is not None:
+    old = legacy_stamp(ctx.stamps.get(message.id)) if stamp is None else None
+    if not ctx.checks_prefix and (stamp is not None or old is not None):
         unchecked = judge_unchecked(
-            stamp, own_digest(canonical), reader=ctx.model, digests=ctx.digests, reads=ctx.reads
+            stamp if stamp is not None else old,
+            own_digest(canonical),
+            reader=ctx.model,
+            digests=ctx.digests,
+            reads=ctx.reads,
+            original=message.sequence < ctx.unedited_below,
         )
         if unchecked is not None:
             return unchecked.verdict, unchecked.changed
-    old = legacy_stamp(ctx.stamps.get(message.id)) if stamp is None else None
     if old is not None and legacy_chain is not None:
         legacy = judge_legacy(
             old,
