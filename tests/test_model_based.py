@@ -295,6 +295,15 @@ class BranchModel:
             born=at,
         )
 
+    def block_cut(self, reply: str, cut: int) -> None:
+        """Block ``cut`` of ``reply`` was edited out: a block left out after it is the same
+        block one place lower (its loss was counted already), and the cut one is gone."""
+        self.left_out = {
+            (r, j - 1 if r == reply and j > cut else j): q
+            for (r, j), q in self.left_out.items()
+            if not (r == reply and j == cut)
+        }
+
     def out_for_good(self, reply: str, block: int) -> bool:
         """``block`` is released and the reply's released run was left out before: an edit
         that moved the block down (a thinking block cut out before it) leaves it out still."""
@@ -577,6 +586,8 @@ class ReliabilityMachine(RuleBasedStateMachine):
             del content[k]
             if not content:
                 return
+            for branch in self.branches.values():  # the blocks after it move down one place
+                branch.block_cut(target.id, k)
         self.cm.edit_message(target.id, content)
 
     def _run(self, coroutine: Any) -> Any:
@@ -1198,6 +1209,77 @@ async def test_a_head_change_the_api_does_not_bind_strips_no_reasoning(
     assert ada.context.messages(kind=REASONING_LOSS_KIND) == []
     call = sim.calls[-1]
     assert [c.reason for c in sim.verify({**call.request, "betas": list(call.betas)})] == [None]
+
+
+def test_a_thinking_block_cut_from_a_reply_released_earlier_is_not_counted_as_lost_again() -> None:
+    """A sequence the ``long`` profile found: a model switch under a shedding window released
+    a reply's thinking and told it; the host then cut that reply's first thinking block out, so
+    the other one moved down a place. It is the same block, out since the release: no strip
+    names it again (the reference once keyed it by its old place)."""
+    machine = ReliabilityMachine()
+    t = TurnSpec
+    steps = [
+        lambda: machine.first_turn(
+            spec=t(3, ("interleaved", "interleaved", "mixed", "one"), "none", 2, 1029, None),
+            sqlite=True,
+            notices_as="user",
+            readability=None,
+        ),
+        lambda: machine.fork(then=t(2, ("plain", "plain", "mixed", "plain"), "none", 2, 0, None)),
+        lambda: machine.set_window(
+            shed=True, size=0, then=t(0, ("one", "plain", "plain", "plain"), "none", 2, 1352, None)
+        ),
+        lambda: machine.fold(
+            arg=1712,
+            now=False,
+            then=t(2, ("redacted", "one", "two", "plain"), "none", 1, 1106, None),
+        ),
+        lambda: machine.edit(
+            what="reply_text",
+            arg=665,
+            then=t(
+                3,
+                ("one", "two", "two", "mixed"),
+                "tools",
+                2,
+                353,
+                ("organization_binding_mismatch", 2627),
+            ),
+        ),
+        lambda: machine.fold(arg=430, now=True, then=None),
+        lambda: machine.edit(
+            what="reply_text",
+            arg=344,
+            then=t(0, ("interleaved", "plain", "mixed", "mixed"), "release", 3, 321, None),
+        ),
+        lambda: machine.set_window(
+            shed=True,
+            size=700,
+            then=t(1, ("one", "interleaved", "two", "mixed"), "system", 3, 9999, None),
+        ),
+        lambda: machine.fork(
+            then=t(2, ("redacted", "two", "plain", "plain"), "model", 2, 1385, None)
+        ),
+        lambda: machine.edit(
+            what="drop_thinking",
+            arg=229,
+            then=t(
+                1,
+                ("interleaved", "plain", "mixed", "mixed"),
+                "tools",
+                2,
+                6839,
+                ("end_user_binding_mismatch", 2628),
+            ),
+        ),
+    ]
+    try:
+        for step in steps:
+            step()
+            machine.the_simulator_and_the_reference_agree()
+            machine.the_transcript_parses_and_every_notice_is_the_agents()
+    finally:
+        machine.teardown()
 
 
 def test_a_compile_with_nothing_new_since_a_fold_neither_folds_again_nor_fails() -> None:
