@@ -1218,6 +1218,8 @@ def test_a_thinking_block_cut_from_a_reply_released_earlier_is_not_counted_as_lo
     names it again (the reference once keyed it by its old place)."""
     machine = ReliabilityMachine()
     t = TurnSpec
+    organization = ("organization_binding_mismatch", 2627)
+    end_user = ("end_user_binding_mismatch", 2628)
     steps = [
         lambda: machine.first_turn(
             spec=t(3, ("interleaved", "interleaved", "mixed", "one"), "none", 2, 1029, None),
@@ -1237,14 +1239,7 @@ def test_a_thinking_block_cut_from_a_reply_released_earlier_is_not_counted_as_lo
         lambda: machine.edit(
             what="reply_text",
             arg=665,
-            then=t(
-                3,
-                ("one", "two", "two", "mixed"),
-                "tools",
-                2,
-                353,
-                ("organization_binding_mismatch", 2627),
-            ),
+            then=t(3, ("one", "two", "two", "mixed"), "tools", 2, 353, organization),
         ),
         lambda: machine.fold(arg=430, now=True, then=None),
         lambda: machine.edit(
@@ -1263,14 +1258,7 @@ def test_a_thinking_block_cut_from_a_reply_released_earlier_is_not_counted_as_lo
         lambda: machine.edit(
             what="drop_thinking",
             arg=229,
-            then=t(
-                1,
-                ("interleaved", "plain", "mixed", "mixed"),
-                "tools",
-                2,
-                6839,
-                ("end_user_binding_mismatch", 2628),
-            ),
+            then=t(1, ("interleaved", "plain", "mixed", "mixed"), "tools", 2, 6839, end_user),
         ),
     ]
     try:
