@@ -39,7 +39,7 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any
 
 import attrs
@@ -987,7 +987,10 @@ class ReliabilityMachine(RuleBasedStateMachine):
                     )
                     branch.left_out.pop(spot, None)  # withheld, now sent again (VENDOR_RULES 5, 8)
                     continue
-                if spot in branch.left_out or branch.out_for_good(message.id, k):
+                if spot in branch.left_out:
+                    continue
+                if branch.out_for_good(message.id, k):
+                    branch.left_out[spot] = result.last_sequence  # out too (``block_cut``)
                     continue
                 branch.left_out[spot] = result.last_sequence
                 if branch.inherited_release(message.id, k):
@@ -1211,64 +1214,105 @@ async def test_a_head_change_the_api_does_not_bind_strips_no_reasoning(
     assert [c.reason for c in sim.verify({**call.request, "betas": list(call.betas)})] == [None]
 
 
-def test_a_thinking_block_cut_from_a_reply_released_earlier_is_not_counted_as_lost_again() -> None:
-    """A sequence the ``long`` profile found: a model switch under a shedding window released
-    a reply's thinking and told it; the host then cut that reply's first thinking block out, so
-    the other one moved down a place. It is the same block, out since the release: no strip
-    names it again (the reference once keyed it by its old place)."""
+def _replay(steps: list[Callable[[ReliabilityMachine], object]]) -> None:
+    """Run ``steps`` (rules a long run found) on a fresh machine, checking the invariants after
+    each."""
     machine = ReliabilityMachine()
-    t = TurnSpec
-    organization = ("organization_binding_mismatch", 2627)
-    end_user = ("end_user_binding_mismatch", 2628)
-    steps = [
-        lambda: machine.first_turn(
-            spec=t(3, ("interleaved", "interleaved", "mixed", "one"), "none", 2, 1029, None),
-            sqlite=True,
-            notices_as="user",
-            readability=None,
-        ),
-        lambda: machine.fork(then=t(2, ("plain", "plain", "mixed", "plain"), "none", 2, 0, None)),
-        lambda: machine.set_window(
-            shed=True, size=0, then=t(0, ("one", "plain", "plain", "plain"), "none", 2, 1352, None)
-        ),
-        lambda: machine.fold(
-            arg=1712,
-            now=False,
-            then=t(2, ("redacted", "one", "two", "plain"), "none", 1, 1106, None),
-        ),
-        lambda: machine.edit(
-            what="reply_text",
-            arg=665,
-            then=t(3, ("one", "two", "two", "mixed"), "tools", 2, 353, organization),
-        ),
-        lambda: machine.fold(arg=430, now=True, then=None),
-        lambda: machine.edit(
-            what="reply_text",
-            arg=344,
-            then=t(0, ("interleaved", "plain", "mixed", "mixed"), "release", 3, 321, None),
-        ),
-        lambda: machine.set_window(
-            shed=True,
-            size=700,
-            then=t(1, ("one", "interleaved", "two", "mixed"), "system", 3, 9999, None),
-        ),
-        lambda: machine.fork(
-            then=t(2, ("redacted", "two", "plain", "plain"), "model", 2, 1385, None)
-        ),
-        lambda: machine.edit(
-            what="drop_thinking",
-            arg=229,
-            then=t(1, ("interleaved", "plain", "mixed", "mixed"), "tools", 2, 6839, end_user),
-        ),
-    ]
     try:
         for step in steps:
-            step()
+            step(machine)
             machine.the_simulator_and_the_reference_agree()
             machine.the_transcript_parses_and_every_notice_is_the_agents()
     finally:
         machine.teardown()
 
+
+PLAIN = ("plain", "plain", "plain", "plain")
+ORGANIZATION_DROP = ("organization_binding_mismatch", 2627)
+END_USER_DROP = ("end_user_binding_mismatch", 2628)
+
+
+def test_a_thinking_block_cut_from_a_reply_released_earlier_is_not_counted_as_lost_again() -> None:
+    """A sequence the ``long`` profile found: a model switch under a shedding window released
+    a reply's thinking and told it; the host then cut that reply's first thinking block out, so
+    the other one moved down a place. It is the same block, out since the release: no strip
+    names it again (the reference once keyed it by its old place)."""
+    t = TurnSpec
+    _replay(
+        [
+            lambda m: m.first_turn(
+                spec=t(3, ("interleaved", "interleaved", "mixed", "one"), "none", 2, 1029, None),
+                sqlite=True,
+                notices_as="user",
+                readability=None,
+            ),
+            lambda m: m.fork(then=t(2, ("plain", "plain", "mixed", "plain"), "none", 2, 0, None)),
+            lambda m: m.set_window(
+                shed=True, size=0, then=t(0, ("one", *PLAIN[1:]), "none", 2, 1352, None)
+            ),
+            lambda m: m.fold(
+                arg=1712,
+                now=False,
+                then=t(2, ("redacted", "one", "two", "plain"), "none", 1, 1106, None),
+            ),
+            lambda m: m.edit(
+                what="reply_text",
+                arg=665,
+                then=t(3, ("one", "two", "two", "mixed"), "tools", 2, 353, ORGANIZATION_DROP),
+            ),
+            lambda m: m.fold(arg=430, now=True, then=None),
+            lambda m: m.edit(
+                what="reply_text",
+                arg=344,
+                then=t(0, ("interleaved", "plain", "mixed", "mixed"), "release", 3, 321, None),
+            ),
+            lambda m: m.set_window(
+                shed=True,
+                size=700,
+                then=t(1, ("one", "interleaved", "two", "mixed"), "system", 3, 9999, None),
+            ),
+            lambda m: m.fork(
+                then=t(2, ("redacted", "two", "plain", "plain"), "model", 2, 1385, None)
+            ),
+            lambda m: m.edit(
+                what="drop_thinking",
+                arg=229,
+                then=t(
+                    1, ("interleaved", "plain", "mixed", "mixed"), "tools", 2, 6839, END_USER_DROP
+                ),
+            ),
+        ]
+    )
+
+
+def test_a_thinking_block_cut_from_a_reply_whose_blocks_a_drop_released_stays_counted() -> None:
+    """A second sequence: an organization drop released both thinking blocks of a reply (each
+    reported); the host cut out the first, and the second, one place lower, is still the block
+    already counted."""
+    t = TurnSpec
+    _replay(
+        [
+            lambda m: m.first_turn(
+                spec=t(0, ("redacted", *PLAIN[1:]), "none", 3, 1302, None),
+                readability=None,
+                notices_as="user",
+                sqlite=True,
+            ),
+            lambda m: m.drop_kept_renders(then=t(0, PLAIN, "none", 2, 9497, None)),
+            lambda m: m.change_system(
+                system=0, then=t(0, ("mixed", *PLAIN[1:]), "none", 1, 0, None)
+            ),
+            lambda m: m.drop_kept_renders(then=t(0, ("two", *PLAIN[1:]), "none", 1, 0, None)),
+            lambda m: m.branch_at(
+                k=483,
+                switch=True,
+                then=t(3, PLAIN, "none", 1, 0, ("organization_binding_mismatch", 0)),
+            ),
+            lambda m: m.edit(
+                what="drop_thinking", arg=172, then=t(0, PLAIN, "none", 1, 0, None)
+            ),
+        ]
+    )
 
 def test_a_compile_with_nothing_new_since_a_fold_neither_folds_again_nor_fails() -> None:
     cm = ContextManager.open(
