@@ -16,9 +16,9 @@ from typing import Any
 
 import attrs
 import pytest
+from helpers import replies_with_thinking
 
 from context_manager import (
-    CompileResult,
     ContextManager,
     Head,
     SQLiteStore,
@@ -138,15 +138,6 @@ STRIPS = ThinkingBinding(append_changes=False)
 """A system change re-renders the head instead of being appended (SPEC 7b)."""
 
 
-def replies_sent(result: CompileResult) -> list[str]:
-    return [
-        source.message_id
-        for entry in result.provenance
-        for source in entry.sources
-        if source.signatures
-    ]
-
-
 @pytest.mark.parametrize("version", [1, 2])
 async def test_a_model_that_runs_no_prefix_check_keeps_unedited_replies_with_older_stamps(
     sqlite_path: Path, version: int
@@ -158,7 +149,7 @@ async def test_a_model_that_runs_no_prefix_check_keeps_unedited_replies_with_old
     cm = ContextManager.open(SQLiteStore(sqlite_path), namespace="ada", binding=STRIPS)
     cm.add_message("user", "and now?")
     result = cm.compile(attrs.evolve(MYTHOS, system="You are Ada, terse."))
-    assert replies_sent(result) == ids
+    assert replies_with_thinking(result) == ids
     assert result.thinking_strip is None
     async with sim.client() as client:
         message = await client.beta.messages.create(**result.request)
@@ -180,7 +171,7 @@ async def test_an_edited_reply_with_an_older_stamp_is_judged_as_on_a_model_that_
     cm.edit_message(ids[1], [ThinkingBlock("made up", thinking.signature), *edited.content[1:]])
     cm.add_message("user", "and now?")
     result = cm.compile(attrs.evolve(MYTHOS, system="You are Ada, terse."))
-    assert replies_sent(result) == [ids[0]]
+    assert replies_with_thinking(result) == [ids[0]]
     assert result.thinking_strip is not None
     assert result.thinking_strip.replies == (ids[1], ids[2])
     async with sim.client() as client:

@@ -246,8 +246,6 @@ class Compiler:
         self._heads_models: dict[str, str] = {}
         self.stamp_cache_limit = STAMP_CACHE_LIMIT
         """Stamps kept in memory; the oldest not needed by the current render go first."""
-        self._edit_serial = 0
-        """The change serial the running compile read (edits, ``Store.changed_since``)."""
         self._unedited: tuple[int, int] | None = None
         """``(change serial, _unedited_below())`` as last read."""
         self._binding_serial: int | None = None
@@ -610,7 +608,6 @@ class Compiler:
         key = m.current_branch_key()
         lineage = m.lineage()
         serial, since = self._serials(key, lineage)
-        self._edit_serial = serial
         record = self.record_for(key)
         asked = head
         appends = m.binding.appends(head.model)
@@ -627,7 +624,7 @@ class Compiler:
                 else request_head(anchor, Sent.anchored(anchor), asked)
             )
         base_head = head
-        ctx = self._context(head, record, appends, anchor if appends else None)
+        ctx = self._context(head, record, serial, appends, anchor if appends else None)
         cache_key = _CacheKey(
             tuple(head.digests[c] for c in m.binding.bound_components()),
             m.binding.binds,
@@ -678,7 +675,9 @@ class Compiler:
             if change is False:  # cannot be appended: a head change as before
                 anchor = new_anchor = AnchoredHead(state.last_sequence, head_json(asked))
                 head = asked
-                ctx = attrs.evolve(self._context(asked, record, appends, anchor), head_changed=True)
+                ctx = attrs.evolve(
+                    self._context(asked, record, serial, appends, anchor), head_changed=True
+                )
                 cache_key = attrs.evolve(
                     cache_key,
                     bound=tuple(head.digests[c] for c in m.binding.bound_components()),
@@ -775,7 +774,7 @@ class Compiler:
             # window starts past a change appended since the anchor (not rendered, so the
             # request could not say it)
             again = attrs.evolve(
-                self._context(asked, record, appends, fresh),
+                self._context(asked, record, serial, appends, fresh),
                 releases=ctx.releases,
             )
             opener = (
@@ -879,6 +878,7 @@ class Compiler:
         self,
         head: Head,
         record: BindingRecord,
+        serial: int,
         appends: bool = False,
         anchor: AnchoredHead | None = None,
     ) -> RenderContext:
@@ -898,14 +898,13 @@ class Compiler:
             model=head.model,
             reads=m.binding.reads,
             checks_prefix=checks,
-            unedited_below=self._unedited_below() if m.binding.binds and not checks else 0,
+            unedited_below=self._unedited_below(serial) if m.binding.binds and not checks else 0,
         )
 
-    def _unedited_below(self) -> int:
+    def _unedited_below(self, serial: int) -> int:
         """The lowest stored sequence ever edited in this agent (every lower one is as first
-        stored), or one past any sequence when nothing was: read once per change serial."""
+        stored), or one past any sequence when nothing was: read once per change ``serial``."""
         m = self.manager
-        serial = self._edit_serial
         if self._unedited is None or self._unedited[0] != serial:
             first = m.store.changed_since(m.namespace, 0)
             self._unedited = (serial, sys.maxsize if first is None else first)
