@@ -235,6 +235,16 @@ def _text_only(blocks: tuple[Block, ...]) -> list[tuple[int, Block]]:
     return [(b, block) for b, block in enumerate(blocks) if isinstance(block, TextBlock)]
 
 
+def _blank_only(blocks: tuple[Block, ...]) -> bool:
+    """True when every block is text with nothing but whitespace (or nothing)."""
+    return all(isinstance(b, TextBlock) and not b.text.strip() for b in blocks)
+
+
+def _blank_wire(blocks: list[dict[str, Any]]) -> bool:
+    """True when every wire block is text with nothing but whitespace (the API refuses it)."""
+    return all(w.get("type") == "text" and not str(w.get("text", "")).strip() for w in blocks)
+
+
 def rendered_role(message: StoredMessage, state: RenderState, ctx: RenderContext) -> str:
     """The role ``message`` is sent with: system notices follow ``system_notices``."""
     if message.role == "system" or message.metadata.system_notice:
@@ -359,9 +369,7 @@ def judge_thinking(
         elif ctx.binds and isinstance(head, Mapping):
             readable = producer_readable(stamp or {}, ctx.model, ctx.digests["model"], ctx.reads)
             changed = head_changes(head, ctx.digests, ctx.bound, readable=readable)
-            verdict, changed = (
-                appended_cause(ctx, "head", changed, stamp) if changed else ("", ())
-            )
+            verdict, changed = appended_cause(ctx, "head", changed, stamp) if changed else ("", ())
             if verdict == "head":
                 return "head", changed
         return "released", ()
@@ -600,14 +608,15 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
             chars += wire_chars(wire)
         kept.append(wire)
     clean = message.role == "user"  # and no tool result: a render may start here
+    blank = _blank_only(content)  # whitespace text is sent only beside other content
     for index, block in enumerate(content):
         cls = type(block)
         if cls not in _EXACT:  # a subclass: judged as its block class
             cls = next((c for c in _EXACT if isinstance(block, c)), cls)
         if cls is TextBlock:
             text = block.text  # type: ignore[union-attr]
-            if not text or text.isspace():
-                continue
+            if not text or (blank and text.isspace()):
+                continue  # the API refuses "" and a message of whitespace only
         elif notice:
             clean = clean and cls is not ToolResultBlock
             continue  # a notice sends its text only
@@ -684,6 +693,8 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
         chars += size
         kept.append(wire)
 
+    if kept and _blank_wire(kept):  # its other blocks were left out: nothing to send
+        kept, mapping = [], {}
     if role == "user":
         if state.open_tool_uses:
             state.open_tool_uses = {}

@@ -225,8 +225,21 @@ def _check_content(i: int, role: str, content: Any, last: bool, betas: frozenset
             f"messages.{i}: all messages must have non-empty content except for the optional "
             "final assistant message"
         )
+    beside = not all(_blank_text(block) for block in blocks)
     for j, block in enumerate(blocks):
+        if beside and _blank_text(block) and block["text"]:
+            continue  # whitespace beside other content: sent back by clients, accepted
         _check_block(block, role, f"messages.{i}.content.{j}", betas)
+
+
+def _blank_text(block: Any) -> bool:
+    """A text block whose text is a string of whitespace only (or empty)."""
+    return (
+        isinstance(block, dict)
+        and block.get("type") == "text"
+        and isinstance(block.get("text"), str)
+        and not block["text"].strip()
+    )
 
 
 def _check_block(block: Any, role: str, path: str, betas: frozenset[str]) -> None:

@@ -1,0 +1,62 @@
+"""Issue 28 items 7-10: forms real clients recorded as accepted (HTTP 200) are sent as stored.
+
+Each test records replies through the real SDK client on the simulator, on every store, and
+judges the next request there: nothing refused, no thinking dropped, none stripped.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from helpers import THINKING_HEAD, invalid_calls, thinking_signatures, unmarked
+
+from context_manager import ContextManager, Store
+from context_manager.simulator import Simulator
+
+
+def whitespace_script(request: dict[str, Any]) -> list[Any]:
+    """A reply opening with ``"\\n\\n"`` before its thinking (as simonw/llm-anthropic recorded)."""
+    last = request["messages"][-1]
+    content = last["content"] if isinstance(last["content"], list) else []
+    if any(b.get("type") == "tool_result" for b in content):
+        return [{"type": "thinking", "thinking": "the log is in"}, "All is well."]
+    if "use tool" in str(content):
+        return [
+            {"type": "text", "text": "\n\n"},
+            {"type": "thinking", "thinking": "reading the log"},
+            {"type": "tool_use", "name": "read_log", "input": {}},
+        ]
+    return [
+        {"type": "text", "text": "\n\n"},
+        {"type": "thinking", "thinking": "an answer"},
+        {"type": "text", "text": "Answered."},
+    ]
+
+
+async def test_a_whitespace_text_block_before_thinking_is_sent_and_the_thinking_kept(
+    store: Store,
+) -> None:
+    sim = Simulator(script=whitespace_script)
+    client = sim.client()
+    cm = ContextManager.open(store, namespace="ada")
+    cm.add_message("user", "A question.")
+    first = cm.compile(THINKING_HEAD)
+    reply = await client.beta.messages.create(**first.request)
+    cm.record_reply(reply, first)
+    cm.add_message("user", "Please use tool read_log.")
+    second = cm.compile(THINKING_HEAD)
+    call = await client.beta.messages.create(**second.request)
+    cm.record_reply(call, second)
+    cm.add_message(
+        "user",
+        [{"type": "tool_result", "tool_use_id": call.content[-1].id, "content": "fine"}],  # type: ignore[union-attr]
+    )
+
+    third = cm.compile(THINKING_HEAD)
+    await client.beta.messages.create(**third.request)
+
+    assert second.thinking_strip is None
+    assert third.thinking_strip is None
+    assert unmarked(third.request["messages"][1]["content"][0]) == {"type": "text", "text": "\n\n"}
+    assert len(thinking_signatures(third.request)) == 2
+    assert invalid_calls(sim) == []
