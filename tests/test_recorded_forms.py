@@ -11,6 +11,7 @@ from typing import Any
 from helpers import THINKING_HEAD, invalid_calls, thinking_signatures, unmarked
 
 from context_manager import ContextManager, Store
+from context_manager._compile import EMPTY_REPLY_TEXT
 from context_manager.simulator import Simulator
 
 
@@ -59,4 +60,29 @@ async def test_a_whitespace_text_block_before_thinking_is_sent_and_the_thinking_
     assert third.thinking_strip is None
     assert unmarked(third.request["messages"][1]["content"][0]) == {"type": "text", "text": "\n\n"}
     assert len(thinking_signatures(third.request)) == 2
+    assert invalid_calls(sim) == []
+
+
+async def test_a_reply_of_one_empty_text_block_keeps_the_turns_around_it_apart(
+    store: Store,
+) -> None:
+    """posit-dev/chatlas recorded an empty reply; the API refuses ``""``, so a placeholder text
+    stands for it, as chatlas and ellmer send, instead of merging the two user turns."""
+    answers = iter([[{"type": "text", "text": ""}], ["Here now."]])
+    sim = Simulator(script=lambda request: next(answers))
+    client = sim.client()
+    cm = ContextManager.open(store, namespace="ada")
+    cm.add_message("user", "Say nothing.")
+    first = cm.compile(THINKING_HEAD)
+    cm.record_reply(await client.beta.messages.create(**first.request), first)
+    cm.add_message("user", "Are you there?")
+
+    second = cm.compile(THINKING_HEAD)
+    await client.beta.messages.create(**second.request)
+
+    assert unmarked(second.request["messages"]) == [
+        {"role": "user", "content": [{"type": "text", "text": "Say nothing."}]},
+        {"role": "assistant", "content": [{"type": "text", "text": EMPTY_REPLY_TEXT}]},
+        {"role": "user", "content": [{"type": "text", "text": "Are you there?"}]},
+    ]
     assert invalid_calls(sim) == []

@@ -41,6 +41,7 @@ from ._fold import (
     summary_parts,
 )
 from ._render import (
+    EMPTY_REPLY_TEXT,
     MISSING_RESULT_TEXT,
     OMITTED_HISTORY_TEXT,
     RenderContext,
@@ -87,6 +88,7 @@ __all__ = [
     "CHARS_PER_TOKEN",
     "COUNT_FIELDS",
     "DEFAULT_MAX_TOKENS",
+    "EMPTY_REPLY_TEXT",
     "MARKABLE_ROLES",
     "MAX_BREAKPOINTS",
     "MESSAGE_OVERHEAD_TOKENS",

@@ -95,6 +95,10 @@ OMITTED_HISTORY_TEXT = "[earlier conversation omitted]"
 
 MISSING_RESULT_TEXT = "No result was recorded for this tool call."
 
+EMPTY_REPLY_TEXT = "[empty reply]"
+"""Stands for a reply that said nothing (one empty text block, which the API refuses) once a
+user message follows it, so the turns around it stay apart (as chatlas and ellmer send)."""
+
 SYSTEM_FIELDS = ("clear_at", "output_config")
 """Fields of a stored system message (kept in ``metadata.extra``) sent on its message."""
 
@@ -200,6 +204,9 @@ class RenderState:
     """Betas the rendered system messages need."""
     last_change: dict[str, Any] | None = None
     """What is sent after the newest ``head-change`` message rendered (SPEC 7b), if any."""
+    blank_reply: bool = False
+    """The newest message rendered is the user's and a reply that said nothing followed it:
+    the next user message is preceded by ``EMPTY_REPLY_TEXT`` as the assistant's turn."""
 
     def copy(self) -> RenderState:
         """A copy whose lists can grow without touching this one (O(window) references)."""
@@ -437,6 +444,10 @@ def appended_cause(
     return "head", kept
 
 
+def _empty_reply() -> dict[str, Any]:
+    return {"type": "text", "text": EMPTY_REPLY_TEXT}
+
+
 def _synthetic_results(open_ids: Mapping[str, str]) -> list[dict[str, Any]]:
     return [
         {
@@ -554,6 +565,9 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
     if role == "system":
         _hold_system(state, ctx, message)
         return 0
+    if role == "user" and state.blank_reply and state.messages[-1]["role"] == "user":
+        _push(state, ctx, "assistant", [_empty_reply()], "synthetic", None)
+    state.blank_reply = False
     if not state.messages and role != "user":
         _push(
             state, ctx, "user", [{"type": "text", "text": OMITTED_HISTORY_TEXT}], "synthetic", None
@@ -695,6 +709,8 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
 
     if kept and _blank_wire(kept):  # its other blocks were left out: nothing to send
         kept, mapping = [], {}
+    if role == "assistant" and not kept and not merging and blank and content:
+        state.blank_reply = True  # a reply that said nothing: the turn is kept (EMPTY_REPLY_TEXT)
     if role == "user":
         if state.open_tool_uses:
             state.open_tool_uses = {}
