@@ -86,3 +86,22 @@ async def test_a_reply_of_one_empty_text_block_keeps_the_turns_around_it_apart(
         {"role": "user", "content": [{"type": "text", "text": "Are you there?"}]},
     ]
     assert invalid_calls(sim) == []
+
+
+async def test_a_history_that_starts_with_an_assistant_message_is_sent_as_stored(
+    store: Store,
+) -> None:
+    """pydantic-ai recorded a request opening with an assistant message (HTTP 200)."""
+    sim = Simulator()
+    cm = ContextManager.open(store, namespace="ada")
+    cm.add_message("assistant", "Hello, I am Ada.")
+    cm.add_message("user", "Hello Ada.")
+
+    result = cm.compile(THINKING_HEAD)
+    await sim.client().beta.messages.create(**result.request)
+
+    assert unmarked(result.request["messages"]) == [
+        {"role": "assistant", "content": [{"type": "text", "text": "Hello, I am Ada."}]},
+        {"role": "user", "content": [{"type": "text", "text": "Hello Ada."}]},
+    ]
+    assert invalid_calls(sim) == []

@@ -43,7 +43,6 @@ from ._fold import (
 from ._render import (
     EMPTY_REPLY_TEXT,
     MISSING_RESULT_TEXT,
-    OMITTED_HISTORY_TEXT,
     RenderContext,
     RenderState,
     Span,
@@ -93,7 +92,6 @@ __all__ = [
     "MAX_BREAKPOINTS",
     "MESSAGE_OVERHEAD_TOKENS",
     "MISSING_RESULT_TEXT",
-    "OMITTED_HISTORY_TEXT",
     "READ_CHUNK",
     "STAMP_CACHE_LIMIT",
     "SUMMARY_HEADING",

@@ -3,8 +3,9 @@
 ``RenderState`` is the incremental part of a compile: the rendered messages, their provenance,
 token estimates, the running chain and the strips not yet reported. ``render_message`` extends
 it by one stored message in O(size of that message); nothing earlier is re-hashed or re-rendered.
-Invariants (``RenderState._check``): no empty message, no two adjacent messages of one role, the
-first message is the user's, every ``tool_use`` is answered in the next message.
+Invariants (``RenderState._check``): no empty message, no two adjacent messages of one role,
+every ``tool_use`` is answered in the next message. The first message is the first one stored
+in the render (an assistant message stays first: the API takes it as stored).
 """
 
 from __future__ import annotations
@@ -89,9 +90,6 @@ _EXACT: frozenset[type[Any]] = frozenset(
 
 _TAGS = {role: block_tag(role) for role in ("user", "assistant", "system")}
 """Each role's ``block_tag``, made once."""
-
-OMITTED_HISTORY_TEXT = "[earlier conversation omitted]"
-"""Opens a render whose first kept message is not the user's (the API requires a user first)."""
 
 MISSING_RESULT_TEXT = "No result was recorded for this tool call."
 
@@ -229,7 +227,6 @@ class RenderState:
     def _check(self) -> None:
         assert len(self.messages) == len(self.provenance) == len(self.message_tokens)
         assert self.total_tokens == sum(self.message_tokens)
-        assert not self.messages or self.messages[0]["role"] == "user"
         for before, after in zip(self.messages, self.messages[1:], strict=False):
             assert before["role"] != after["role"], "adjacent messages share a role"
             if after["role"] == "system":
@@ -568,16 +565,15 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
     if role == "user" and state.blank_reply and state.messages[-1]["role"] == "user":
         _push(state, ctx, "assistant", [_empty_reply()], "synthetic", None)
     state.blank_reply = False
-    if not state.messages and role != "user":
-        _push(
-            state, ctx, "user", [{"type": "text", "text": OMITTED_HISTORY_TEXT}], "synthetic", None
-        )
-    follows_reply = role == "assistant" and state.messages[-1]["role"] == "assistant"
+    follows_reply = (
+        role == "assistant" and bool(state.messages) and state.messages[-1]["role"] == "assistant"
+    )
     if state.open_tool_uses and role != "user" and not follows_reply:
         # a reply stored right after a reply merges with it; the round stays open for both
         _push(state, ctx, "user", _synthetic_results(state.open_tool_uses), "synthetic", None)
         state.open_tool_uses = {}
-    if role == "assistant" and state.pending_system and state.messages[-1]["role"] == "user":
+    after_user = bool(state.messages) and state.messages[-1]["role"] == "user"
+    if role == "assistant" and state.pending_system and after_user:
         _place_system(state, ctx)
 
     last = state.messages[-1] if state.messages else None

@@ -187,7 +187,6 @@ def _check_thinking(thinking: Any, max_tokens: int, betas: frozenset[str]) -> No
 def _check_messages(messages: Any, betas: frozenset[str]) -> None:
     if not isinstance(messages, list) or not messages:
         raise InvalidRequest("messages: at least one message is required")
-    first_conversational = True
     for i, message in enumerate(messages):
         if not isinstance(message, dict):
             raise InvalidRequest(f"messages.{i}: Input should be an object")
@@ -201,12 +200,6 @@ def _check_messages(messages: Any, betas: frozenset[str]) -> None:
                 raise InvalidRequest(f"messages.{i}.{name}: Extra inputs are not permitted")
         if "content" not in message and not (role == "system" and "output_config" in message):
             raise InvalidRequest(f"messages.{i}.content: Field required")
-        if role != "system":
-            if first_conversational and role != "user":
-                raise InvalidRequest(
-                    f"messages.{i}: the first non-system message must use the 'user' role"
-                )
-            first_conversational = False
         _check_content(i, role, message.get("content", []), i == len(messages) - 1, betas)
     _check_tool_pairing(messages)
 
