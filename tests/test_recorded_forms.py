@@ -8,10 +8,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from helpers import THINKING_HEAD, invalid_calls, thinking_signatures, unmarked
+import attrs
+from helpers import (
+    THINKING_HEAD,
+    calling_script,
+    invalid_calls,
+    runtime_on,
+    thinking_signatures,
+    unmarked,
+)
 
 from context_manager import ContextManager, Store
 from context_manager._compile import EMPTY_REPLY_TEXT
+from context_manager.runtime import Agent
 from context_manager.simulator import Simulator
 
 
@@ -104,4 +113,53 @@ async def test_a_history_that_starts_with_an_assistant_message_is_sent_as_stored
         {"role": "assistant", "content": [{"type": "text", "text": "Hello, I am Ada."}]},
         {"role": "user", "content": [{"type": "text", "text": "Hello Ada."}]},
     ]
+    assert invalid_calls(sim) == []
+
+
+FORCED_HEAD = attrs.evolve(
+    THINKING_HEAD,
+    settings={"max_tokens": 2048, "tool_choice": {"type": "tool", "name": "read_log"}},
+)
+"""A structured-output call: the tool forced, no thinking (the API refuses both together)."""
+
+
+async def test_a_forced_tool_call_answered_with_user_text_is_sent_as_stored(store: Store) -> None:
+    """Mirascope (10 recorded requests) and ellmer (1) answer a forced structured-output call
+    with a user text message, and the API took it: no error result is put between them."""
+    sim = Simulator(script=calling_script(think=False))
+    client = sim.client()
+    cm = ContextManager.open(store, namespace="ada")
+    cm.add_message("user", "Please use tool read_log to extract the book.")
+    forced = cm.compile(FORCED_HEAD)
+    call = await client.beta.messages.create(**forced.request)
+    cm.record_reply(call, forced)
+    cm.add_message("user", "Thanks. Which year was it published?")
+
+    result = cm.compile(THINKING_HEAD)
+    await client.beta.messages.create(**result.request)
+
+    assert [m["role"] for m in result.request["messages"]] == ["user", "assistant", "user"]
+    assert unmarked(result.request["messages"][2]["content"]) == [
+        {"type": "text", "text": "Thanks. Which year was it published?"}
+    ]
+    assert invalid_calls(sim) == []
+
+
+async def test_a_round_a_crash_cut_is_closed_with_error_results_before_the_next_turn(
+    store: Store,
+) -> None:
+    """The synthetic error result stays for the round the API would refuse open: a crash cut
+    it after the call was stored, and the host starts a new turn without ``resume_turn``."""
+    sim = Simulator(script=calling_script())
+    runtime = runtime_on(sim, store)
+    ada = runtime.register(Agent("ada", THINKING_HEAD, tools={"read_log": lambda _: "fine"}))
+    ada.context.add_message("user", "Please use tool read_log.")
+    first = ada.context.compile(THINKING_HEAD)
+    ada.context.record_reply(await sim.client().beta.messages.create(**first.request), first)
+
+    await ada.run_turn("Hello again.")
+
+    sent = sim.requests[-1]["messages"]
+    assert [b["type"] for b in sent[2]["content"]] == ["tool_result", "text"]
+    assert sent[2]["content"][0]["is_error"] is True
     assert invalid_calls(sim) == []

@@ -589,7 +589,9 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
     if role == "user" and state.open_tool_uses:
         results = {b.tool_use_id for b in message.content if isinstance(b, ToolResultBlock)}
         missing = {t: n for t, n in state.open_tool_uses.items() if t not in results}
-        if missing:
+        if missing and (results or notice):
+            # a call answered with text alone is sent as stored (a forced structured-output
+            # call: the API took it); a round answered in part, or by a notice, is closed
             synthetic = _synthetic_results(missing)
 
     last_kept = state.last_kept

@@ -327,6 +327,11 @@ def _check_tool_pairing(messages: list[dict[str, Any]]) -> None:
                 expected[block["id"]] = (i, j)
             continue
         answered = set()
+        if expected and not any(block["type"] == "tool_result" for _, _, block in blocks):
+            # a call answered with text alone (a forced structured-output call): the API took
+            # it in 11 recorded requests (Mirascope, ellmer); an answer in part is refused
+            expected = {}
+            continue
         for i, j, block in blocks:
             if block["type"] != "tool_result":
                 continue
