@@ -1,0 +1,37 @@
+"""Issue 28: invalid sends and needless losses where the compiler's parts meet (tool changes,
+budgets, windows, forks, releases, drops), each judged by the simulator through the real SDK
+client, on every store."""
+
+from __future__ import annotations
+
+import attrs
+from helpers import PROBE_HEAD, READ_LOG_TOOL, calling_script, invalid_calls
+
+from context_manager import ContextManager, Store
+from context_manager.simulator import Simulator
+
+
+async def test_a_removed_tool_added_again_comes_back_inline_and_every_request_is_valid(
+    store: Store,
+) -> None:
+    both = attrs.evolve(PROBE_HEAD, tools=[*PROBE_HEAD.tools, READ_LOG_TOOL])
+    sim = Simulator(script=calling_script())
+    client = sim.client()
+    cm = ContextManager.open(store, namespace="ada")
+    results = []
+    for n, head in enumerate([both, PROBE_HEAD, both, PROBE_HEAD]):
+        cm.add_message("user", f"Question {n}.")
+        result = cm.compile(head)
+        cm.record_reply(await client.beta.messages.create(**result.request), result)
+        results.append(result)
+
+    readded = [
+        block["tool"]
+        for message in results[2].request["messages"]
+        if message["role"] == "system"
+        for block in message["content"]
+        if block.get("type") == "tool_addition"
+    ]
+    assert readded == [{"type": "tool_definition", "definition": READ_LOG_TOOL}]
+    assert all(r.thinking_strip is None for r in results)
+    assert invalid_calls(sim) == []
