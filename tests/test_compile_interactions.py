@@ -5,7 +5,7 @@ client, on every store."""
 from __future__ import annotations
 
 import attrs
-from helpers import PROBE_HEAD, READ_LOG_TOOL, calling_script, invalid_calls
+from helpers import PROBE_HEAD, READ_LOG_TOOL, THINKING_HEAD, calling_script, invalid_calls
 
 from context_manager import ContextManager, Store
 from context_manager.simulator import Simulator
@@ -34,4 +34,32 @@ async def test_a_removed_tool_added_again_comes_back_inline_and_every_request_is
     ]
     assert readded == [{"type": "tool_definition", "definition": READ_LOG_TOOL}]
     assert all(r.thinking_strip is None for r in results)
+    assert invalid_calls(sim) == []
+
+
+async def test_a_budget_caps_the_whole_request_system_and_tools_included(store: Store) -> None:
+    tools = [
+        {
+            "name": f"tool_{n}",
+            "description": f"Tool number {n}.",
+            "input_schema": {"type": "object"},
+        }
+        for n in range(40)
+    ]
+    head = attrs.evolve(THINKING_HEAD, tools=tools)
+    sim = Simulator(script=calling_script())
+    client = sim.client()
+    cm = ContextManager.open(store, namespace="ada")
+    for n in range(6):
+        cm.add_message("user", f"Question number {n}: what about part {n} of the plan?")
+        result = cm.compile(head)
+        cm.record_reply(await client.beta.messages.create(**result.request), result)
+    cm.add_message("user", "And the last part?")
+    whole = cm.compile(head, dry_run=True).tokens
+    budget = whole - 100
+
+    result = cm.compile(head, budget=budget)
+    await client.beta.messages.create(**result.request)
+
+    assert result.tokens <= budget
     assert invalid_calls(sim) == []

@@ -624,6 +624,10 @@ class Compiler:
                 else request_head(anchor, Sent.anchored(anchor), asked)
             )
         base_head = head
+        # the budget caps the whole request: what ``system`` and ``tools`` take is not the
+        # messages' (issue 28 item 11)
+        head_tokens = 0 if budget is None else self._head_tokens(head)
+        allowed = None if budget is None else budget - head_tokens
         ctx = self._context(head, record, serial, appends, anchor if appends else None)
         cache_key = _CacheKey(
             tuple(head.digests[c] for c in m.binding.bound_components()),
@@ -654,7 +658,7 @@ class Compiler:
         if snapshot and state is not None:
             self._window_releases(state, record, key)
             log.debug("render_snapshot_restored", branch=key, messages=len(state.messages))
-        limit = self._window_limit(budget)
+        limit = self._window_limit(allowed)
         if state is None:
             state = self._full_render(ctx, lineage, record, serial, windowed=limit)
         appended_before = state.last_change is not None
@@ -716,10 +720,10 @@ class Compiler:
                 self._steady[key] = _Steady(anchor, asked, asked, state.last_change, asked)
         start_before = state.start
 
-        if budget is not None:  # before a fold stores anything (issue 17 item 2)
+        if budget is not None and allowed is not None:  # before a fold stores anything
             needed = required_tokens(state.spans)
-            if needed > budget:
-                raise OverBudget(budget, needed)
+            if needed > allowed:
+                raise OverBudget(budget, needed + head_tokens)
         strategy = m.strategy
         fold = (
             self._plan_fold(state, strategy, lineage, key, serial)
@@ -739,12 +743,12 @@ class Compiler:
             state = self._shed(ctx, lineage, record, serial, state, limit[0])
         if limit is not None:
             target, cap = limit
-            if budget is not None:
+            if budget is not None and allowed is not None:
                 needed = required_tokens(state.spans)
-                if needed > budget:
-                    raise OverBudget(budget, needed)
+                if needed > allowed:
+                    raise OverBudget(budget, needed + head_tokens)
             mid_round = inflight_index(state) is not None
-            over_budget = budget is not None and state.total_tokens > budget
+            over_budget = allowed is not None and state.total_tokens > allowed
             if state.total_tokens > cap and (not mid_round or over_budget):
                 # mid-round, a jump would change what precedes the in-flight reply
                 # (VENDOR_RULES 6): deferred until the round closes, unless over the budget
@@ -1468,10 +1472,14 @@ def _already_out(entry: StripEntry, record: BindingRecord) -> bool:
     """A block released or folded away now that the last committing compile had already left
     out (or sent knowing the model cannot read it): its loss was reported then, so the strip
     does not name it again (its release is recorded)."""
-    return entry.kind in ("released", "release", "covered") and (
-        entry.message_id,
-        entry.block,
-    ) in record.left_out
+    return (
+        entry.kind in ("released", "release", "covered")
+        and (
+            entry.message_id,
+            entry.block,
+        )
+        in record.left_out
+    )
 
 
 def _carry_ages(before: RenderState, after: RenderState) -> None:
