@@ -4,11 +4,25 @@ client, on every store."""
 
 from __future__ import annotations
 
-import attrs
-from helpers import PROBE_HEAD, READ_LOG_TOOL, THINKING_HEAD, calling_script, invalid_calls
+from typing import Any
 
-from context_manager import ContextManager, Store
-from context_manager.simulator import Simulator
+import attrs
+import pytest
+from helpers import (
+    PROBE_HEAD,
+    READ_LOG_TOOL,
+    THINKING_HEAD,
+    calling_script,
+    invalid_calls,
+    notice_texts,
+    replies_with_thinking,
+    runtime_on,
+    unmarked,
+)
+
+from context_manager import ContextManager, OverBudget, Store, Window
+from context_manager.runtime import Agent
+from context_manager.simulator import ORGANIZATION_MISMATCH, Simulator
 
 
 async def test_a_removed_tool_added_again_comes_back_inline_and_every_request_is_valid(
@@ -63,3 +77,24 @@ async def test_a_budget_caps_the_whole_request_system_and_tools_included(store: 
 
     assert result.tokens <= budget
     assert invalid_calls(sim) == []
+
+
+async def test_a_loss_told_on_main_is_not_told_again_on_a_fork_made_at_its_head(
+    store: Store,
+) -> None:
+    """SPEC 5: a provider drop told on main, then a fork at the head: the fork's first
+    compile leaves out the same reply and its agent hears nothing new."""
+    sim = Simulator(script=calling_script())
+    runtime = runtime_on(sim, store)
+    ada = runtime.register(Agent("ada", THINKING_HEAD))
+    await ada.run_turn("hello")
+    await ada.run_turn("and more")
+    sim.force_drop(paths=["messages.1.content.0"], reason=ORGANIZATION_MISMATCH)
+    await ada.run_turn("once more")
+    assert len(notice_texts(ada)) == 1
+
+    async with ada.forked("what-if") as fork:
+        await fork.run_turn("try something else")
+        assert len(notice_texts(fork)) == 1
+
+    assert (sim.calls[-1].status, sim.calls[-1].dropped) == (200, ())

@@ -135,6 +135,8 @@ def _table(pairs: frozenset[tuple[int, int]]) -> Readability:
         return (MODELS.index(reader), MODELS.index(producer)) in pairs
 
     return reads
+
+
 SYSTEMS: tuple[Any, ...] = (
     "You are Ada.",
     [{"type": "text", "text": "You are Ada."}],
@@ -147,8 +149,12 @@ never bind); the last two differ."""
 
 
 def _tool(name: str, **extra: Any) -> dict[str, Any]:
-    return {"name": name, "description": f"The {name} tool.", "input_schema": {"type": "object"},
-            **extra}
+    return {
+        "name": name,
+        "description": f"The {name} tool.",
+        "input_schema": {"type": "object"},
+        **extra,
+    }
 
 
 TOOLS = (
@@ -162,8 +168,11 @@ TOOLS = (
 SETTINGS: tuple[dict[str, Any], ...] = (
     {"max_tokens": 2048, "thinking": {"type": "adaptive"}},
     {"max_tokens": 4096, "thinking": {"type": "adaptive", "display": "omitted"}},
-    {"max_tokens": 8192, "thinking": {"type": "enabled", "budget_tokens": 2048},
-     "metadata": {"user_id": "u-1"}},
+    {
+        "max_tokens": 8192,
+        "thinking": {"type": "enabled", "budget_tokens": 2048},
+        "metadata": {"user_id": "u-1"},
+    },
 )
 """Settings never bind (``binds_settings`` is off by default); thinking stays on throughout."""
 
@@ -225,8 +234,8 @@ THEN = st.none() | TURNS
 
 
 def _signature(block: Mapping[str, Any]) -> str | None:
-    value = block.get("data") if block.get("type") == "redacted_thinking" else block.get(
-        "signature"
+    value = (
+        block.get("data") if block.get("type") == "redacted_thinking" else block.get("signature")
     )
     return value if isinstance(value, str) and value else None
 
@@ -279,7 +288,11 @@ class BranchModel:
     told: set[str] = attrs.field(factory=set)
     """Reply ids told on this branch (not inherited: told state is per branch key)."""
     compiled: bool = False
-    """A committing compile has run on this branch (its next strip is no longer ``first``)."""
+    """A committing compile has run on this branch (its next strip is no longer ``first``), or
+    on its parent by the fork point (SPEC 5: what it inherits was reported there)."""
+    compiled_at: float = float("inf")
+    """The newest sequence at the branch's first committing compile (a branch made at or after
+    it inherits ``compiled``)."""
     born: float = float("-inf")
     """The fork point (the sequence the branch was made at), for a fork or ``branch_at``."""
 
@@ -292,6 +305,8 @@ class BranchModel:
             drop_released=_as_of(self.drop_released, at),
             shed_released=_as_of(self.shed_released, at),
             notices=list(self.notices if notices is None else notices),
+            compiled=self.compiled and self.compiled_at <= at,
+            compiled_at=self.compiled_at,
             born=at,
         )
 
@@ -680,9 +695,7 @@ class ReliabilityMachine(RuleBasedStateMachine):
     def branch_at(self, k: int, switch: bool, then: TurnSpec | None) -> None:
         """A branch at an earlier reply that ended a turn (after folds, drops, releases)."""
         ends = [
-            m
-            for m in self._replies()
-            if not any(isinstance(b, ToolUseBlock) for b in m.content)
+            m for m in self._replies() if not any(isinstance(b, ToolUseBlock) for b in m.content)
         ]
         if not ends:
             return
@@ -821,6 +834,8 @@ class ReliabilityMachine(RuleBasedStateMachine):
         assert (strip.cause, strip.changed) == expected, (strip, expected)
         sequences = [m.sequence for r in replies if (m := self._read(r)) is not None]
         assert sequences == sorted(sequences), f"strip replies not oldest first: {strip}"
+        if not branch.compiled:
+            branch.compiled_at = self.cm.branch_head()[1]
         branch.compiled = True
         untold = [r for r in replies if r not in branch.told]
         mine = {r for r in replies if _owns(turn, self._read(r))}
@@ -933,6 +948,8 @@ class ReliabilityMachine(RuleBasedStateMachine):
         """Invariant 2 for one committing compile (see the module docstring)."""
         branch = self.branches[result.branch]
         branch.told.difference_update(self._restored(result))  # a new loss is told again
+        if not branch.compiled:
+            branch.compiled_at = result.last_sequence
         branch.compiled = True
         inflight = _inflight_index(request["messages"])
         newly: set[str] = set()
@@ -951,8 +968,11 @@ class ReliabilityMachine(RuleBasedStateMachine):
         covered = int(summaries[-1].metadata.extra["covers_upto"]) if summaries else -1
         by_id = {m.id: m for m in visible}
         first = min(
-            (by_id[mid].sequence for mid in rendered if mid in by_id and mid not in
-             {m.id for m in summaries}),
+            (
+                by_id[mid].sequence
+                for mid in rendered
+                if mid in by_id and mid not in {m.id for m in summaries}
+            ),
             default=0,
         )
         sends = [
@@ -1177,7 +1197,6 @@ def test_the_same_holds_on_postgresql(postgres_server: Server) -> None:
         PostgresMachine.postgres_server = None
 
 
-
 # Regressions the machine found (each failed before its fix).
 
 
@@ -1308,11 +1327,10 @@ def test_a_thinking_block_cut_from_a_reply_whose_blocks_a_drop_released_stays_co
                 switch=True,
                 then=t(3, PLAIN, "none", 1, 0, ("organization_binding_mismatch", 0)),
             ),
-            lambda m: m.edit(
-                what="drop_thinking", arg=172, then=t(0, PLAIN, "none", 1, 0, None)
-            ),
+            lambda m: m.edit(what="drop_thinking", arg=172, then=t(0, PLAIN, "none", 1, 0, None)),
         ]
     )
+
 
 def test_a_compile_with_nothing_new_since_a_fold_neither_folds_again_nor_fails() -> None:
     cm = ContextManager.open(

@@ -534,12 +534,27 @@ class Compiler:
                 self._steady.pop(key, None)
         self._binding_serial = serial
 
+    def _parent_compiled(self, key: str, anchored: AnchoredHead | None) -> bool:
+        """A fork or ``branch_at`` made after its parent's first committing compile: what it
+        inherits was reported there, so its own first compile is no ``first`` (SPEC 5: a loss
+        the parent told is not told again). The inherited anchored head shows the parent had
+        compiled by the fork point; without appended changes an ancestor's flag is taken."""
+        m = self.manager
+        segments = m.lineage(key)
+        if len(segments) < 2 or (m.binding.append_changes and anchored is None):
+            return False
+        # an ancestor's flag: a fork that inherited it may never write its own
+        return any(
+            m.store.binding_record(m.namespace, ancestor, releases=False).first_compiled
+            for ancestor, _ in segments[1:]
+        )
+
     def record_for(self, key: str) -> BindingRecord:
         record = self._records.get(key)
         if record is None:
             data = self.manager.store.binding_record(self.manager.namespace, key, releases=False)
             record = BindingRecord(
-                data.first_compiled,
+                data.first_compiled or self._parent_compiled(key, data.anchored_head),
                 dict(data.releases),
                 data.anchor,
                 data.left_out,
