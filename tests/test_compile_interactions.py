@@ -98,3 +98,48 @@ async def test_a_loss_told_on_main_is_not_told_again_on_a_fork_made_at_its_head(
         assert len(notice_texts(fork)) == 1
 
     assert (sim.calls[-1].status, sim.calls[-1].dropped) == (200, ())
+
+
+def pondering_script(request: dict[str, Any]) -> list[Any]:
+    """Long thinking for the first question, short for the rest; calls a tool when asked."""
+    last = request["messages"][-1]
+    content = last["content"] if isinstance(last["content"], list) else []
+    said = " ".join(b.get("text", "") for b in content if b.get("type") == "text")
+    if any(b.get("type") == "tool_result" for b in content):
+        return [{"type": "thinking", "thinking": "the log is in"}, "All is well."]
+    thought = "pondering " * 600 if "question 0" in said else "considering"
+    if "use tool" in said:
+        return [{"type": "thinking", "thinking": thought}, {"type": "tool_use", "name": "read_log"}]
+    return [{"type": "thinking", "thinking": thought}, {"type": "text", "text": f"On {said}."}]
+
+
+async def test_shedding_never_puts_back_a_withheld_block_and_the_open_round_stays_valid(
+    store: Store,
+) -> None:
+    """Issue 28 item 1: R1 released, so R2 (made while R1 was sent) is withheld; R3 and the
+    open round's R4 were made while R2 was gone. Shedding R0 must not put R2 back (VENDOR_RULES
+    4): R3 and R4 stay valid."""
+    sim = Simulator(script=pondering_script)
+    client = sim.client()
+    cm = ContextManager.open(store, namespace="ada")
+    replies = []
+    for text in ["question 0", "question 1", "question 2", "release", "question 3", "use tool"]:
+        if text == "release":
+            cm.release_thinking(replies[1])
+            continue
+        cm.add_message("user", text)
+        result = cm.compile(THINKING_HEAD)
+        call = await client.beta.messages.create(**result.request)
+        replies.append(cm.record_reply(call, result))
+    cm.add_message(
+        "user",
+        [{"type": "tool_result", "tool_use_id": call.content[-1].id, "content": "ok"}],  # type: ignore[union-attr]
+    )
+    whole = cm.compile(THINKING_HEAD, dry_run=True).tokens
+
+    result = cm.compile(THINKING_HEAD, budget=whole - 50)
+    await client.beta.messages.create(**result.request)
+
+    assert replies_with_thinking(result) == [replies[3], replies[4]]
+    assert result.restored == ()
+    assert invalid_calls(sim) == []
