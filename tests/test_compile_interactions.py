@@ -143,3 +143,54 @@ async def test_shedding_never_puts_back_a_withheld_block_and_the_open_round_stay
     assert replies_with_thinking(result) == [replies[3], replies[4]]
     assert result.restored == ()
     assert invalid_calls(sim) == []
+
+
+async def pondered(cm: ContextManager, sim: Simulator, count: int) -> list[str]:
+    """``count`` questions answered through the SDK (the first with long thinking), then one
+    more question; the replies' ids."""
+    client = sim.client()
+    replies = []
+    for n in range(count):
+        cm.add_message("user", f"question {n}")
+        result = cm.compile(THINKING_HEAD)
+        replies.append(cm.record_reply(await client.beta.messages.create(**result.request), result))
+    cm.add_message("user", "and now?")
+    return replies
+
+
+async def test_a_forks_first_compile_under_a_window_sheds_like_its_parent(store: Store) -> None:
+    """Issue 28 item 2 (SPEC 5, 7): the fork at the head renders what the parent would: R0's
+    thinking shed, R1-R4 kept, no window jump and no ``first`` loss."""
+    sim = Simulator(script=pondering_script)
+    cm = ContextManager.open(store, namespace="ada")
+    replies = await pondered(cm, sim, 5)
+    whole = cm.compile(THINKING_HEAD, dry_run=True).tokens
+    cm.strategy = Window(whole - 50)
+    parent = cm.compile(THINKING_HEAD, dry_run=True)
+    assert replies_with_thinking(parent) == replies[1:]
+    cm.fork("what-if")
+
+    fork = cm.compile(THINKING_HEAD)
+    await sim.client().beta.messages.create(**fork.request)
+
+    assert unmarked(fork.request["messages"]) == unmarked(parent.request["messages"])
+    assert fork.thinking_strip is not None
+    assert fork.thinking_strip.cause == "messages"
+    assert invalid_calls(sim) == []
+
+
+async def test_a_first_budget_on_a_reopened_branch_sheds_instead_of_jumping(store: Store) -> None:
+    """Issue 28 item 2: earlier compiles had ``budget=None``; the next one, with a budget and
+    nothing cached, sheds R0's thinking and keeps every message."""
+    sim = Simulator(script=pondering_script)
+    cm = ContextManager.open(store, namespace="ada")
+    replies = await pondered(cm, sim, 5)
+    whole = cm.compile(THINKING_HEAD, dry_run=True)
+    again = ContextManager.open(store, namespace="ada")
+
+    result = again.compile(THINKING_HEAD, budget=whole.tokens - 50)
+    await sim.client().beta.messages.create(**result.request)
+
+    assert len(result.request["messages"]) == len(whole.request["messages"])
+    assert replies_with_thinking(result) == replies[1:]
+    assert invalid_calls(sim) == []

@@ -1224,7 +1224,12 @@ class Compiler:
             and answered
             and any(isinstance(b, ToolUseBlock) for b in newest_reply.content)
         )
-        made_at = self._made_at(newest_reply, spans, base, None if open_round else cap)
+        # shedding comes before a jump (SPEC 7): start where the newest reply was made, as the
+        # branch that made it would (a fork's first compile, or a first budget), and let the
+        # compile shed, then jump only if that is not enough (issue 28 item 2)
+        made_at = self._made_at(
+            newest_reply, spans, base, None if open_round or self._sheds() else cap
+        )
         if made_at is not None:
             return made_at
         anchor = jump_anchor(spans[::-1], limit[0])
