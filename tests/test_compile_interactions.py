@@ -194,3 +194,54 @@ async def test_a_first_budget_on_a_reopened_branch_sheds_instead_of_jumping(stor
     assert len(result.request["messages"]) == len(whole.request["messages"])
     assert replies_with_thinking(result) == replies[1:]
     assert invalid_calls(sim) == []
+
+
+async def open_round_under_budget(cm: ContextManager, sim: Simulator, budget: int) -> str:
+    """Eight questions under ``budget`` (the window jumps), then a tool round left open: the
+    call recorded and its result stored; the calling reply's id."""
+    client = sim.client()
+    for n in range(8):
+        cm.add_message("user", f"Question number {n}: what about part {n} of the plan?")
+        result = cm.compile(THINKING_HEAD, budget=budget)
+        cm.record_reply(await client.beta.messages.create(**result.request), result)
+    cm.add_message("user", "Now use tool read_log.")
+    result = cm.compile(THINKING_HEAD, budget=budget)
+    call = await client.beta.messages.create(**result.request)
+    reply = cm.record_reply(call, result)
+    use = call.content[-1]
+    cm.add_message("user", [{"type": "tool_result", "tool_use_id": use.id, "content": "ok"}])  # type: ignore[union-attr]
+    return reply
+
+
+async def test_dropping_the_budget_mid_round_keeps_what_precedes_the_inflight_reply(
+    store: Store,
+) -> None:
+    """Issue 28 item 4: ``budget=N`` then ``None`` inside an open round: the history in front
+    of the in-flight reply is not re-rendered (VENDOR_RULES 6), so its thinking stays valid."""
+    sim = Simulator(script=calling_script())
+    cm = ContextManager.open(store, namespace="ada")
+    reply = await open_round_under_budget(cm, sim, 400)
+
+    result = cm.compile(THINKING_HEAD)
+    await sim.client().beta.messages.create(**result.request)
+
+    assert reply in replies_with_thinking(result)
+    assert invalid_calls(sim) == []
+
+
+async def test_over_its_hard_budget_mid_round_a_window_does_not_jump_it_refuses(
+    store: Store,
+) -> None:
+    """Issue 28 item 4: a jump inside an open round would send the in-flight thinking
+    failing; it is deferred, and ``OverBudget`` raised since nothing else fits."""
+    sim = Simulator(script=calling_script())
+    cm = ContextManager.open(store, namespace="ada")
+    await open_round_under_budget(cm, sim, 400)
+    fits = cm.compile(THINKING_HEAD, budget=400, dry_run=True)
+
+    with pytest.raises(OverBudget):
+        cm.compile(THINKING_HEAD, budget=fits.tokens - 40)
+
+    result = cm.compile(THINKING_HEAD, budget=400)
+    await sim.client().beta.messages.create(**result.request)
+    assert invalid_calls(sim) == []

@@ -763,13 +763,20 @@ class Compiler:
                 if needed > allowed:
                     raise OverBudget(budget, needed + head_tokens)
             mid_round = inflight_index(state) is not None
-            over_budget = allowed is not None and state.total_tokens > allowed
-            if state.total_tokens > cap and (not mid_round or over_budget):
-                # mid-round, a jump would change what precedes the in-flight reply
-                # (VENDOR_RULES 6): deferred until the round closes, unless over the budget
+            if state.total_tokens > cap and not mid_round:
                 jump = jump_anchor(state.spans, target)
                 if jump is not None and jump != state.start:
                     state = self._full_render(ctx, lineage, record, serial, start=jump)
+            elif (
+                mid_round
+                and budget is not None
+                and allowed is not None
+                and (state.total_tokens > allowed)
+            ):
+                # mid-round a jump would change what precedes the in-flight reply
+                # (VENDOR_RULES 6): deferred until the round closes; over the hard budget
+                # with nothing left to shed, nothing fits (issue 28 item 4)
+                raise OverBudget(budget, state.total_tokens + head_tokens)
         skipped = anchor is not None and state.start > anchor.at_sequence + 1
         fresh: AnchoredHead | None = None
         if appends and (fold is not None or state.start != start_before or skipped):
@@ -1137,6 +1144,10 @@ class Compiler:
                 start = record.anchor
             else:
                 start = self._cold_anchor(lineage, base, windowed)
+        elif start is None and record.anchor is not None and record.anchor > base:
+            # no window now, one before (a budget dropped): an open round's reply still goes
+            # out after what it was made with (VENDOR_RULES 6; issue 28 item 4)
+            start = self._open_round_start(lineage, base)
         start = max(base, start or 0)
         key = m.current_branch_key()
         memo = self._read_window(key, lineage, start, serial)
@@ -1234,6 +1245,23 @@ class Compiler:
             return made_at
         anchor = jump_anchor(spans[::-1], limit[0])
         return anchor if anchor is not None else base
+
+    def _open_round_start(self, lineage: Lineage, base: int) -> int | None:
+        """Where the newest reply's window started when its tool round is open, else ``None``.
+        One small read and one stamp read."""
+        m = self.manager
+        newest = m.store.read(m.namespace, lineage, limit=READ_CHUNK, newest_first=True)
+        answered = True
+        for message in newest:
+            if message.sequence < base:
+                break
+            if message.role == "assistant":
+                if answered and any(isinstance(b, ToolUseBlock) for b in message.content):
+                    return self._made_at(message, (), base, None)
+                return None
+            if message.role == "user":
+                answered = answered and answers_tools(message)
+        return None
 
     def _made_at(
         self, reply: StoredMessage | None, spans: Sequence[Span], base: int, cap: int | None
