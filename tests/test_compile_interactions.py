@@ -245,3 +245,58 @@ async def test_over_its_hard_budget_mid_round_a_window_does_not_jump_it_refuses(
     result = cm.compile(THINKING_HEAD, budget=400)
     await sim.client().beta.messages.create(**result.request)
     assert invalid_calls(sim) == []
+
+
+def twice_script(request: dict[str, Any]) -> list[Any]:
+    """Calls ``read_log`` twice in a row when asked to use it, then answers."""
+    results = sum(
+        1
+        for m in request["messages"]
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if b.get("type") == "tool_result"
+    )
+    last = request["messages"][-1]
+    asked = "use tool" in str(last["content"])
+    thought = {"type": "thinking", "thinking": f"step {results}"}
+    if asked or 0 < results < 3:
+        return [thought, {"type": "tool_use", "name": "read_log", "input": {}}]
+    return [thought, "All read."]
+
+
+async def test_a_release_during_a_tool_loop_waits_until_no_round_is_open(store: Store) -> None:
+    """Issue 28 item 3: the host releases the open round's reply A and the reply before it
+    mid-loop; A's round closes with B calling again. Every request of the loop keeps what
+    precedes its in-flight reply, and the releases land at the turn's end."""
+    sim = Simulator(script=twice_script)
+    client = sim.client()
+    cm = ContextManager.open(store, namespace="ada")
+    for text in ("Hello.", "Hello again."):
+        cm.add_message("user", text)
+        result = cm.compile(THINKING_HEAD)
+        older = cm.record_reply(await client.beta.messages.create(**result.request), result)
+    cm.add_message("user", "Please use tool read_log.")
+    strips = []
+    loop = []
+    for step in range(3):
+        result = cm.compile(THINKING_HEAD)
+        strips.append(result.thinking_strip)
+        call = await client.beta.messages.create(**result.request)
+        loop.append(cm.record_reply(call, result))
+        if step == 0:
+            cm.release_thinking(loop[0])
+            cm.release_thinking(older)
+        if call.stop_reason == "tool_use":
+            use = call.content[-1]
+            cm.add_message(
+                "user", [{"type": "tool_result", "tool_use_id": use.id, "content": "ok"}]
+            )  # type: ignore[union-attr]
+    assert invalid_calls(sim) == []
+    assert strips == [None, None, None]
+    cm.add_message("user", "Thanks.")
+
+    after = cm.compile(THINKING_HEAD)
+
+    assert after.thinking_strip is not None
+    assert older in after.thinking_strip.replies
+    assert loop[0] in after.thinking_strip.replies

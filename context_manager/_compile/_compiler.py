@@ -79,7 +79,7 @@ from ._render import (
     system_betas,
 )
 from ._selection import jump_anchor, required_tokens
-from ._shed import plan_shed
+from ._shed import newest_turn_start, plan_shed
 from ._strategies import Fold, Strategy, Window, estimate_tokens
 from ._tokens import request_tokens
 
@@ -98,6 +98,16 @@ DEFAULT_MAX_TOKENS = 4096
 
 BINDING_BETA = "thinking-binding-controls-2026-08-01"
 """Needed for ``thinking.block_binding`` and for ``input_transformations`` in responses."""
+
+INFLIGHT_CAUSES = {
+    "head": "a head or model change mid-round",
+    "prefix": "an earlier message changed mid-round",
+    "gap": "a thinking block before it was left out",
+    "unstamped": "it carries no stamp",
+    "released": "its thinking, or thinking before it, was released",
+    "shed": "thinking before it was shed",
+}
+"""What ``InFlightThinkingInvalid`` names as the cause, by why the first block fails."""
 
 BUDGET_REANCHOR = 0.5
 """How far a budget-driven window jumps: to half the budget, like ``Window``'s default."""
@@ -754,6 +764,16 @@ class Compiler:
             folded.unreported = fold_entries(state, folded)
             _carry_ages(state, folded)
             state = folded
+        begun = state.start
+        deferred = (
+            None
+            if fold is not None
+            else self._defer_releases(
+                ctx, state, lambda c: self._full_render(c, lineage, record, serial, start=begun)
+            )
+        )
+        if deferred is not None:  # released mid-round: applied once no round is open
+            ctx, state = deferred
         if limit is not None and fold is None and self._sheds() and state.total_tokens > limit[1]:
             state = self._shed(ctx, lineage, record, serial, state, limit[0])
         if limit is not None:
@@ -857,7 +877,7 @@ class Compiler:
             held = [e for e in state.unreported if (e.message_id, e.block) in put_back]
             self._commit(key, record, state, entries, left_out, limit is not None, new_anchor)
             state.unreported = held  # sent as recorded now; reported once the round closes
-            if put_back:
+            if put_back or deferred is not None:
                 # the request differs from the render (the in-flight reply as recorded): the
                 # next compile judges afresh, so what is reported once the round closes reads
                 # the head of that compile, not this one's
@@ -957,8 +977,56 @@ class Compiler:
         inflight = restore_inflight(state, read, m.resolve_reasoning)
         if inflight is not None and not m.binding.drop_block:
             mid = inflight.put_back[0][0]
-            raise InFlightThinkingInvalid(mid, tuple(b for _, b in inflight.put_back))
+            why = state.left_out.get(inflight.put_back[0])
+            raise InFlightThinkingInvalid(
+                mid,
+                tuple(b for _, b in inflight.put_back),
+                INFLIGHT_CAUSES.get(
+                    why.reason if why is not None else "released", "a change mid-round"
+                ),
+            )
         return inflight
+
+    def _defer_releases(
+        self,
+        ctx: RenderContext,
+        state: RenderState,
+        render: Callable[[RenderContext], RenderState],
+    ) -> tuple[RenderContext, RenderState] | None:
+        """The render without the releases recorded since the open round's turn began, when
+        applying them would leave out thinking that is kept without them (a gap before the
+        in-flight reply, or in it); ``None`` otherwise. A release must not change what precedes
+        the in-flight reply (VENDOR_RULES 6), so it waits for a compile with no round open,
+        which reports it (issue 28 item 3). A provider's drop recorded meanwhile waits the same
+        way: sent again, a block dropped before the model (organization, end user) is dropped
+        again at no cost, and the blocks made after it keep their order (item 6)."""
+        index = inflight_index(state)
+        if index is None:
+            return None
+        source = state.provenance[index].single_source
+        inflight = source.message_id if source is not None else None
+        began = newest_turn_start(state.spans)
+        if began is None:
+            return None
+        recent = {
+            mid
+            for mid, release in ctx.releases.items()
+            if not release.reported
+            and release.at_sequence is not None
+            and release.at_sequence >= began
+        }
+        if not recent:
+            return None
+        held = attrs.evolve(
+            ctx, releases={m: r for m, r in ctx.releases.items() if m not in recent}
+        )
+        without = render(held)
+        lost = {  # the in-flight reply goes out as recorded, released or not
+            spot
+            for spot in without.kept_thinking - state.kept_thinking
+            if spot[0] not in recent or spot[0] == inflight
+        }
+        return (held, without) if lost else None
 
     def _sheds(self) -> bool:
         strategy = self.manager.strategy

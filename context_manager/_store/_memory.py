@@ -53,9 +53,7 @@ class _Namespace:
     anchors: dict[str, int] = attrs.field(factory=dict)
     heads: dict[str, list[AnchoredHead]] = attrs.field(factory=dict)  # by at_sequence
     releases: dict[str, dict[MessageId, Release]] = attrs.field(factory=dict)
-    release_history: dict[str, dict[MessageId, dict[int, int | None]]] = attrs.field(
-        factory=dict
-    )
+    release_history: dict[str, dict[MessageId, dict[int, int | None]]] = attrs.field(factory=dict)
     """Per branch and reply, every block a release started at and the sequence it was first
     recorded at: a branch made earlier inherits the lowest one as of its fork point."""
     left_out: dict[str, dict[tuple[MessageId, int], int | None]] = attrs.field(factory=dict)
