@@ -156,4 +156,3 @@ def usable(
     if type(last) is not int or type(size) is not int:
         return None
     return CompactRender(bytes(blob), change_serial, last, size)
-
