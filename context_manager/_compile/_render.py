@@ -359,9 +359,7 @@ def judge_thinking(
         elif ctx.binds and isinstance(head, Mapping):
             readable = producer_readable(stamp or {}, ctx.model, ctx.digests["model"], ctx.reads)
             changed = head_changes(head, ctx.digests, ctx.bound, readable=readable)
-            verdict, changed = (
-                appended_cause(ctx, "head", changed, stamp) if changed else ("", ())
-            )
+            verdict, changed = appended_cause(ctx, "head", changed, stamp) if changed else ("", ())
             if verdict == "head":
                 return "head", changed
         return "released", ()
