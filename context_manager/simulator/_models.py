@@ -117,10 +117,11 @@ def documented_prefix_check(model: str) -> bool:
     of the older form. Every other id checks (Fable 5.1, Opus 5.5 documented; Sonnet 5.5,
     Haiku 5.5, later and unknown ids UNCONFIRMED, so the strict reading).
 
-    >>> [documented_prefix_check(m) for m in ("claude-mythos-5-1", "claude-sonnet-5")]
-    [False, False]
-    >>> [documented_prefix_check(m) for m in ("claude-fable-5-1", "claude-sim-1")]
-    [True, True]
+    Examples:
+        >>> [documented_prefix_check(m) for m in ("claude-mythos-5-1", "claude-sonnet-5")]
+        [False, False]
+        >>> [documented_prefix_check(m) for m in ("claude-fable-5-1", "claude-sim-1")]
+        [True, True]
     """
     bare = _DATED_TAIL.sub("", model)
     if _OLD_FORM.fullmatch(bare):
