@@ -747,7 +747,7 @@ class Compiler:
             over_budget = budget is not None and state.total_tokens > budget
             if state.total_tokens > cap and (not mid_round or over_budget):
                 # mid-round, a jump would change what precedes the in-flight reply
-                # (VENDOR_RULES 6): deferred until the round closes, unless over the budget
+                # (provider rule 6): deferred until the round closes, unless over the budget
                 jump = jump_anchor(state.spans, target)
                 if jump is not None and jump != state.start:
                     state = self._full_render(ctx, lineage, record, serial, start=jump)
@@ -1216,7 +1216,7 @@ class Compiler:
     ) -> int | None:
         """Where ``reply``'s window started (its stamp's ``start``), when that is a clean
         start at or after ``base`` and the tail from it fits ``cap`` (``None``: an open round's
-        reply, which goes out as recorded, VENDOR_RULES 6: a window does not jump mid-round,
+        reply, which goes out as recorded, provider rule 6: a window does not jump mid-round,
         so it starts where the reply was made whatever the cap; shedding still applies). A
         branch with no window start of its own (made at an earlier point, ``branch_at``) then
         starts where its newest reply was made, so that reply's thinking stays valid.
