@@ -142,3 +142,12 @@ def test_the_runtime_page_shows_the_host_loop_example_from_its_imports_on() -> N
     assert f"```python\n{shown}```" in section
     assert "from notices import" in shown
     assert "asyncio.run(main(" in shown
+
+
+def test_every_relative_link_of_the_readme_names_a_file_in_the_repository() -> None:
+    """mkdocs checks the links inside docs/; the README's own links are checked here."""
+    text = README.read_text(encoding="utf-8")
+    targets = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text)
+    local = [t for t in targets if "://" not in t]
+    assert local
+    assert [t for t in local if not (ROOT / t).exists()] == []
