@@ -37,7 +37,12 @@ from context_manager._model._content import (
     block_to_wire,
     reply_blocks,
 )
-from context_manager._model._errors import InFlightThinkingInvalid, OverBudget
+from context_manager._model._errors import (
+    InFlightThinkingInvalid,
+    InvalidType,
+    InvalidValue,
+    OverBudget,
+)
 from context_manager._model._head import Head, ThinkingBinding
 from context_manager._model._log import library_logger
 from context_manager._model._messages import (
@@ -590,7 +595,7 @@ class Compiler:
             close = getattr(text, "close", None)
             if callable(close):
                 close()
-            raise TypeError(
+            raise InvalidType(
                 "the Fold summarizer is async and an event loop is running: "
                 "use `await cm.compile_async(head)`"
             )
@@ -601,9 +606,9 @@ class Compiler:
         self, head: Head, budget: int | None, dry_run: bool
     ) -> Generator[FoldRequest, str, CompileResult]:
         if not isinstance(head, Head):
-            raise TypeError(f"compile needs a Head, got {head!r}")
+            raise InvalidType(f"compile needs a Head, got {head!r}")
         if budget is not None and budget <= 0:
-            raise ValueError(f"budget must be a positive token count, got {budget!r}")
+            raise InvalidValue(f"budget must be a positive token count, got {budget!r}")
         m = self.manager
         key = m.current_branch_key()
         lineage = m.lineage()
@@ -1390,21 +1395,21 @@ class Compiler:
         """
         m = self.manager
         if not isinstance(result, CompileResult):
-            raise TypeError(
+            raise InvalidType(
                 f"record_reply needs the CompileResult that produced it, got {result!r}"
             )
         if result.dry:
-            raise ValueError(
+            raise InvalidValue(
                 f"compile {result.compile_id} was a dry run; record replies against a "
                 "committing compile"
             )
         if result.manager_token != m.token:
-            raise ValueError(
+            raise InvalidValue(
                 f"compile {result.compile_id} came from another context manager; record the "
                 "reply on the manager that compiled it"
             )
         if result.branch != m.current_branch_key():
-            raise ValueError(
+            raise InvalidValue(
                 f"compile {result.compile_id} was for branch {result.branch}, but the current "
                 f"branch is {m.current_branch_key()}; switch back before recording"
             )
@@ -1529,7 +1534,7 @@ def _json(value: Any) -> str:
 
 def _summary_text(value: object) -> str:
     if not isinstance(value, str):
-        raise TypeError(f"a Fold summarizer must return text, got {value!r}")
+        raise InvalidType(f"a Fold summarizer must return text, got {value!r}")
     return value
 
 

@@ -27,6 +27,8 @@ from typing import Any, Protocol
 
 import attrs
 
+from context_manager import InvalidValue
+
 from ._errors import InvalidRequest
 
 CACHE_CONTROL = "cache_control"
@@ -185,7 +187,7 @@ class PromptCache:
         capacity: int = DEFAULT_CAPACITY,
     ) -> None:
         if min_tokens < 0 or capacity < 1:
-            raise ValueError("min_tokens must be >= 0 and capacity >= 1")
+            raise InvalidValue("min_tokens must be >= 0 and capacity >= 1")
         self.clock = clock
         self.min_tokens = min_tokens
         self.capacity = capacity

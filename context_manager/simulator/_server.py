@@ -17,6 +17,8 @@ from urllib.parse import urlsplit
 
 import structlog
 
+from context_manager import InvalidValue
+
 from ._http import lower_headers
 from ._transport import Handler
 
@@ -43,7 +45,7 @@ def loopback_address(host: str) -> str:
     except ValueError:
         address = None
     if address is None or not address.is_loopback:
-        raise ValueError(
+        raise InvalidValue(
             f"the simulator binds only to loopback; {host!r} is not a loopback address "
             "(use 127.0.0.1 or ::1)"
         )

@@ -20,6 +20,8 @@ import attrs
 import httpx2
 import structlog
 
+from context_manager import InvalidValue
+
 from ._api import DROP_MODE, MESSAGES_PATH, PREFIX_MISMATCH, SIGNED_TYPES
 from ._cache import DEFAULT_MIN_TOKENS, PromptCache
 from ._count import COUNT_PATH, answer_count, items
@@ -143,7 +145,7 @@ class Simulator:
         cache_min_tokens: int = DEFAULT_MIN_TOKENS,
     ) -> None:
         if not key:
-            raise ValueError("key must be non-empty bytes")
+            raise InvalidValue("key must be non-empty bytes")
         self._script: Script = script or default_script
         readable = readability or documented_readability
         if model_families:
@@ -313,7 +315,7 @@ class Simulator:
         body, _ = split_betas(request)
         wire = to_wire(block)
         if wire.get("type") not in SIGNED_TYPES:
-            raise ValueError(f"only thinking blocks are bound; got a {wire.get('type')!r} block")
+            raise InvalidValue(f"only thinking blocks are bound; got a {wire.get('type')!r} block")
         messages = list(body.get("messages", []))
         if not 0 <= i < len(messages):
             raise IndexError(f"message index {i} out of range (0..{len(messages) - 1})")

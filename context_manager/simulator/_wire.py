@@ -16,6 +16,8 @@ from typing import Any
 
 import attrs
 
+from context_manager import InvalidType
+
 _CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
 _BLOCK_SUFFIX = "Block"
 
@@ -68,5 +70,5 @@ def to_wire(item: Any) -> dict[str, Any]:
     else:
         wire = _from_attrs(item)
     if not isinstance(wire, dict) or not isinstance(wire.get("type"), str):
-        raise TypeError(f"content item {item!r} is not a content block (no string 'type')")
+        raise InvalidType(f"content item {item!r} is not a content block (no string 'type')")
     return wire
