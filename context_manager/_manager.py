@@ -12,6 +12,8 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias
 
+import attrs
+
 from context_manager._model._log import library_logger
 
 from ._binding._drops import (
@@ -41,6 +43,7 @@ from ._model._errors import (
 )
 from ._model._head import Head, ThinkingBinding
 from ._model._messages import MessageId, MessageMeta, Role, StoredMessage, check_role, coerce_meta
+from ._model._request import sdk_request
 from ._model._results import CompileResult, ThinkingStrip
 from ._reasoning._capture import ReasoningCapture, resolve_without_sidecar
 from ._store._hold import HOLD_TIMEOUT_SECONDS, Hold, LocalHolds, holder_identity
@@ -120,7 +123,7 @@ class ContextManager:
         """
         if not isinstance(namespace, str) or not namespace:
             raise InvalidValue(
-                f"namespace must be a non-empty string (the agent's name), got {namespace!r}"
+                f"namespace must be a non-empty string, got {namespace!r}; give the agent's name"
             )
         return cls(
             store,
@@ -424,7 +427,8 @@ class ContextManager:
             InvalidValue: ``budget`` is 0 or less.
         """
         _check_compile_args(head, budget)
-        return self._notify(self._compiler.compile(head, budget=budget, dry_run=dry_run))
+        compiled = self._compiler.compile(head, budget=budget, dry_run=dry_run)
+        return self._notify(_for_the_sdk(compiled))
 
     async def compile_async(
         self, head: Head, *, budget: int | None = None, dry_run: bool = False
@@ -438,9 +442,8 @@ class ContextManager:
             lock = asyncio.Lock()
             self._async_locks[key] = (lock, running)
         async with lock:  # one compile at a time per branch: one fold, one strip
-            return self._notify(
-                await self._compiler.compile_async(head, budget=budget, dry_run=dry_run)
-            )
+            compiled = await self._compiler.compile_async(head, budget=budget, dry_run=dry_run)
+            return self._notify(_for_the_sdk(compiled))
 
     def record_reply(
         self, message: object, result: CompileResult, *, appended: Sequence[object] = ()
@@ -553,6 +556,14 @@ def coerced_content(content: object, where: str) -> tuple[Block, ...]:
         raise InvalidContent(where, None, str(err)) from err
     check_blocks(blocks, where)
     return blocks
+
+
+def _for_the_sdk(result: CompileResult) -> CompileResult:
+    """``result`` whose request the installed SDK takes as keywords (``sdk_request``)."""
+    request = sdk_request(result.request)
+    if request.keys() == result.request.keys():
+        return result
+    return attrs.evolve(result, request=request)
 
 
 def _check_compile_args(head: object, budget: object) -> None:

@@ -140,9 +140,9 @@ def test_a_branch_name_that_is_not_a_non_empty_string_is_refused_the_same_on_eve
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"model": 123}, "model=123 is not valid: give a model id string"),
+        ({"model": 123}, r"'model' \(123\) is not valid: give a model id string"),
         ({"model": ""}, "give a model id string"),
-        ({"model": "m", "tools": "read_log"}, "tools='read_log' is not valid: give a list"),
+        ({"model": "m", "tools": "read_log"}, r"'tools' \('read_log'\) is not valid: give a list"),
         ({"model": "m", "tools": ["read_log"]}, "give a list of tool definition dicts"),
         ({"model": "m", "system": [5]}, "give a string or a list of text blocks"),
         ({"model": "m", "settings": "fast"}, "give a dict of request fields"),

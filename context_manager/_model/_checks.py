@@ -7,7 +7,7 @@ value. Stored content is never checked again on the way out: what the store hold
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ._content import (
@@ -41,36 +41,62 @@ def _string_field(value: object, name: str, *, empty: bool = True) -> str | None
     return None
 
 
-def _block_problem(block: Block) -> str | None:
-    """Why the API would refuse ``block`` (a wrong type or a missing field), or ``None``."""
-    if isinstance(block, TextBlock):
-        return _string_field(block.text, "text")
-    if isinstance(block, ThinkingBlock):
-        return _string_field(block.thinking, "thinking") or _string_field(
-            block.signature, "signature"
-        )
-    if isinstance(block, RedactedThinkingBlock):
-        return _string_field(block.data, "data")
-    if isinstance(block, ToolUseBlock):
-        problem = _string_field(block.id, "id", empty=False) or _string_field(block.name, "name")
-        if problem is None and not isinstance(block.input, Mapping):
-            problem = f"'input' must be an object (a dict), got {block.input!r:.80}"
-        return problem
-    if isinstance(block, ToolResultBlock):
-        problem = _string_field(block.tool_use_id, "tool_use_id", empty=False)
-        if problem is None and isinstance(block.content, tuple):
-            inner = [_block_problem(b) for b in block.content]
-            problem = next((f"its content: {p}" for p in inner if p), None)
-        return problem
-    if isinstance(block, ImageBlock):
-        if not isinstance(block.source, Mapping):
-            return f"'source' must be an object, got {block.source!r:.80}"
+def _text_problem(block: TextBlock) -> str | None:
+    return _string_field(block.text, "text")
+
+
+def _thinking_problem(block: ThinkingBlock) -> str | None:
+    return _string_field(block.thinking, "thinking") or _string_field(block.signature, "signature")
+
+
+def _redacted_problem(block: RedactedThinkingBlock) -> str | None:
+    return _string_field(block.data, "data")
+
+
+def _tool_use_problem(block: ToolUseBlock) -> str | None:
+    problem = _string_field(block.id, "id", empty=False) or _string_field(block.name, "name")
+    if problem is None and not isinstance(block.input, Mapping):
+        problem = f"'input' must be an object (a dict), got {block.input!r:.80}"
+    return problem
+
+
+def _tool_result_problem(block: ToolResultBlock) -> str | None:
+    problem = _string_field(block.tool_use_id, "tool_use_id", empty=False)
+    if problem is None and isinstance(block.content, tuple):
+        inner = (_block_problem(b) for b in block.content)
+        problem = next((f"its content: {p}" for p in inner if p), None)
+    return problem
+
+
+def _image_problem(block: ImageBlock) -> str | None:
+    if isinstance(block.source, Mapping):
         return None
-    if isinstance(block, UnknownBlock):
-        missing = [f for f in _REQUIRED.get(block.type, ()) if block.raw.get(f) is None]
-        if missing:
-            return f"a {block.type!r} block needs {', '.join(repr(f) for f in missing)}"
-    return None
+    return f"'source' must be an object, got {block.source!r:.80}"
+
+
+def _unknown_problem(block: UnknownBlock) -> str | None:
+    missing = [f for f in _REQUIRED.get(block.type, ()) if block.raw.get(f) is None]
+    if not missing:
+        return None
+    return f"a {block.type!r} block needs {', '.join(repr(f) for f in missing)}"
+
+
+_PROBLEMS: dict[type[Any], Callable[[Any], str | None]] = {
+    TextBlock: _text_problem,
+    ThinkingBlock: _thinking_problem,
+    RedactedThinkingBlock: _redacted_problem,
+    ToolUseBlock: _tool_use_problem,
+    ToolResultBlock: _tool_result_problem,
+    ImageBlock: _image_problem,
+    UnknownBlock: _unknown_problem,
+}
+"""Per block class: why the API would refuse the block (a wrong type, a missing field)."""
+
+
+def _block_problem(block: Block) -> str | None:
+    """Why the API would refuse ``block``, or ``None``. An unknown type with a known type's
+    name (a ``text`` block without its text) is checked for that type's required fields."""
+    return _PROBLEMS[type(block)](block)
 
 
 def check_blocks(blocks: Sequence[Block], where: str) -> None:
@@ -151,19 +177,19 @@ def check_optional_sequence(value: object, what: str) -> int | None:
     return value
 
 
-def attrs_positive_int(_instance: Any, attribute: Any, value: object) -> None:
+def attrs_positive_int(_instance: Any, attribute: Any, value: Any) -> None:
     """An ``attrs`` validator: ``check_positive_int`` naming the field."""
     check_positive_int(value, attribute.name)
 
 
-def attrs_count(_instance: Any, attribute: Any, value: object) -> None:
+def attrs_count(_instance: Any, attribute: Any, value: Any) -> None:
     """An ``attrs`` validator: an int of at least 0 (not a bool), naming the field."""
     check_optional_sequence(value, attribute.name)
     if value is None:
         raise InvalidType(f"{attribute.name} must be an int of at least 0, got None")
 
 
-def attrs_fraction(_instance: Any, attribute: Any, value: object) -> None:
+def attrs_fraction(_instance: Any, attribute: Any, value: Any) -> None:
     """An ``attrs`` validator: a number in (0, 1], naming the field."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidType(f"{attribute.name} must be a number in (0, 1], got {value!r:.80}")

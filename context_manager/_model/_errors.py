@@ -191,7 +191,9 @@ class InvalidHead(InvalidType, ValueError):
     def __init__(self, component: str, value: object, expected: str) -> None:
         self.component = component
         self.value = value
-        super().__init__(f"Head {component}={value!r:.120} is not valid: give {expected}")
+        super().__init__(
+            f"Head component {component!r} ({value!r:.120}) is not valid: give {expected}"
+        )
 
 
 class StorePathError(ContextManagerError, OSError):

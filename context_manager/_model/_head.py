@@ -58,7 +58,7 @@ def _settings(value: Mapping[str, Any] | None) -> dict[str, Any]:
     return dict(value)
 
 
-def _model(_instance: Any, _attribute: Any, value: object) -> None:
+def _model(_instance: Any, _attribute: Any, value: Any) -> None:
     if not isinstance(value, str) or not value:
         raise InvalidHead("model", value, 'a model id string ("claude-opus-5-5")')
 

@@ -109,7 +109,7 @@ def check_markers(body: Mapping[str, Any]) -> None:
     found: list[tuple[str, Mapping[str, Any]]] = []
 
     def take(path: str, holder: Any) -> None:
-        if not isinstance(holder, Mapping) or CACHE_CONTROL not in holder:
+        if not isinstance(holder, Mapping) or holder.get(CACHE_CONTROL) is None:
             return
         marker = holder[CACHE_CONTROL]
         if (
