@@ -24,7 +24,7 @@ from context_manager._compile._fold import SUMMARY_KIND
 from context_manager._compile._strategies import Passthrough, Strategy
 from context_manager._manager import ContextManager
 from context_manager._model._content import TextBlock, ToolResultBlock, ToolUseBlock, to_blocks
-from context_manager._model._errors import AgentNotRegistered
+from context_manager._model._errors import AgentNotRegistered, InvalidValue
 from context_manager._model._head import Head, ThinkingBinding
 from context_manager._model._log import library_logger
 from context_manager._model._messages import (
@@ -288,7 +288,7 @@ class Agent:
         """
         blocks = to_blocks(trigger)
         if all(isinstance(b, TextBlock) and not b.text.strip() for b in blocks):
-            raise ValueError(
+            raise InvalidValue(
                 f"blank trigger {trigger!r}: a turn needs a user message with some text or "
                 "content; nothing was stored"
             )
