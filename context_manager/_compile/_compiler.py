@@ -860,6 +860,8 @@ class Compiler:
             appended=() if stored_change is None else (stored_change.id,),
             unreadable=tuple(state.unread.values()),
             start_sequence=state.start,
+            shed=tuple(dict.fromkeys(e.message_id for e in entries if e.reason == "shed")),
+            folded=len(fold.covered) if fold is not None else 0,
         )
         if strip is not None and not dry_run:
             log.info(

@@ -79,6 +79,7 @@ class TurnResult:
     def total_usage(self) -> CallUsage:
         """The turn's tokens: uncached input, cache reads, cache writes and output, summed."""
         return CallUsage.total(self.usage)
+
     head_changes: tuple[MessageId, ...] = ()
     """The ``head-change`` system messages the turn's compiles appended (SPEC 7b)."""
 
@@ -291,7 +292,7 @@ class Agent:
             try:
                 held = self._store_held()
                 self.context.add_message("user", blocks)
-                return await self._loop(held)
+                return await self._traced(held)
             finally:
                 self._close()
 
@@ -321,7 +322,7 @@ class Agent:
                         ],
                     )
                     log.warning("turn_resumed", agent=self.name, rolled_back=len(open_calls))
-                return await self._loop(self._store_held())
+                return await self._traced(self._store_held())
             finally:
                 self._close()
 
@@ -348,6 +349,20 @@ class Agent:
         except Exception:  # the store is failing: hold the notices rather than lose them
             return True
 
+    async def _traced(self, stored: list[MessageId]) -> TurnResult:
+        """``_loop`` inside the turn's ``invoke_agent`` span (telemetry off: just ``_loop``)."""
+        cm = self.context
+        with cm.telemetry.turn(self.name, cm.namespace, cm.current_branch_key()):
+            return await self._loop(stored)
+
+    async def _run_tool(self, use: ToolUseBlock, offered: frozenset[str] | None) -> ToolResultBlock:
+        """One tool run inside its ``execute_tool`` span."""
+        telemetry = self.context.telemetry
+        with telemetry.tool(use) as span:
+            result = await run_tool(self.tools, use, offered)
+            telemetry.tool_done(span, result)
+            return result
+
     async def _loop(self, stored: list[MessageId]) -> TurnResult:
         """Call the model until it stops calling tools; ``stored`` are the notices the turn
         already stored as it opened (lines held from outside a turn)."""
@@ -364,22 +379,24 @@ class Agent:
         for _ in range(MAX_CALLS_PER_TURN):
             result = await cm.compile_async(self.head)
             changes.extend(result.appended)
-            message = await stream_call(
-                client,
-                result.request,
-                compile_id=result.compile_id,
-                agent=self.name,
-                retry=self._retry,
-            )
-            replies.append(cm.record_reply(message, result))
-            usage.append(self._log_usage(message, result))
-            self._tell_drops(message, result)
+            with cm.telemetry.call(result) as call:  # the call's chat span, drops included
+                message = await stream_call(
+                    client,
+                    result.request,
+                    compile_id=result.compile_id,
+                    agent=self.name,
+                    retry=self._retry,
+                )
+                call.answered(message, self.name)
+                replies.append(cm.record_reply(message, result))
+                usage.append(self._log_usage(message, result))
+                self._tell_drops(message, result)
             stop_reason = getattr(message, "stop_reason", None)
             uses = [b for b in to_blocks(message) if isinstance(b, ToolUseBlock)]
             if not uses:
                 break
             offered = _offered(self.head)
-            results = [await run_tool(self.tools, use, offered) for use in uses]
+            results = [await self._run_tool(use, offered) for use in uses]
             calls.extend(
                 ToolCall(u.id, u.name, dict(u.input), bool(r.is_error))
                 for u, r in zip(uses, results, strict=True)
