@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 import pytest
-from helpers import FAST_RETRY, GREP_TOOL, PROBE_HEAD, READ_LOG_TOOL, calling_script
+from helpers import FAST_RETRY, GREP_TOOL, PROBE_HEAD, READ_LOG_TOOL, calling_script, cli
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
@@ -486,3 +486,64 @@ def test_tracer_provider_true_uses_the_applications_global_provider() -> None:
     chat = "chat claude-opus-5-5"
     expected = ["invoke_agent ada", "compile", chat, "execute_tool probe", "compile", chat]
     assert spans == str(sorted(expected))
+
+
+def span_names(text: str) -> list[str]:
+    """The names of the console exporter's spans in ``text`` (one JSON object each)."""
+    decoder = json.JSONDecoder()
+    found, at = [], text.find("{")
+    while at != -1:
+        value, end = decoder.raw_decode(text, at)
+        if isinstance(value, dict) and "context" in value:
+            found.append(value["name"])
+        at = text.find("{", end)
+    return found
+
+
+def test_run_with_otel_console_prints_the_span_tree_on_stderr_and_keeps_stdout_the_transcript(
+    tmp_path: Path,
+) -> None:
+    done = cli(
+        "run",
+        "--db",
+        tmp_path / "a.db",
+        "--agent",
+        "ada",
+        "--otel",
+        "console",
+        stdin="hello there\n",
+    )
+    assert done.returncode == 0, done.stderr
+    assert span_names(done.stderr) == ["compile", "chat claude-opus-5-5", "invoke_agent ada"]
+    assert "{" not in done.stdout
+    assert "You said: hello there" in done.stdout
+
+
+def test_run_honours_the_standard_otel_variables_when_the_sdk_is_installed(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "a.db"
+    quiet = cli("run", "--db", db, "--agent", "ada", stdin="hello\n")
+    assert span_names(quiet.stdout + quiet.stderr) == []
+    done = cli(
+        "run",
+        "--db",
+        db,
+        "--agent",
+        "ada",
+        stdin="hello again\n",
+        env={"OTEL_TRACES_EXPORTER": "console", "OTEL_SERVICE_NAME": "ada-host"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert span_names(done.stdout) == ["compile", "chat claude-opus-5-5", "invoke_agent ada"]
+    assert '"service.name": "ada-host"' in done.stdout
+    off = cli(
+        "run",
+        "--db",
+        db,
+        "--agent",
+        "ada",
+        stdin="and again\n",
+        env={"OTEL_TRACES_EXPORTER": "console", "OTEL_SDK_DISABLED": "true"},
+    )
+    assert span_names(off.stdout) == []

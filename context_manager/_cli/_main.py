@@ -20,6 +20,7 @@ from context_manager._model._errors import ContextManagerError
 
 from ._db import SIDECAR_SUFFIX, CliError
 from ._demo import run_demo
+from ._otel import OTEL_CHOICES
 from ._run import run_session
 from ._transcript import show_transcript
 
@@ -116,6 +117,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--model", metavar="M", default=None, help="the model (default: claude-opus-5-5)"
     )
+    run.add_argument(
+        "--otel",
+        choices=OTEL_CHOICES,
+        default=None,
+        help="print OpenTelemetry spans and metrics with the SDK's console exporter (stderr); "
+        "without it, the standard OTEL_* variables are honoured when the SDK is installed",
+    )
     run.set_defaults(handler=_run)
 
     transcript = commands.add_parser(
@@ -125,9 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Read an agent's transcript (and its [reasoning] notices) from a database "
         "without writing to it.",
     )
-    transcript.add_argument(
-        "path", metavar="PATH", help="the SQLite file, or a postgresql:// URI"
-    )
+    transcript.add_argument("path", metavar="PATH", help="the SQLite file, or a postgresql:// URI")
     transcript.add_argument(
         "--agent", metavar="NAME", help="the agent (default: the only one in the file)"
     )
