@@ -210,15 +210,18 @@ CLI_ENV = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"} | {"
 """The command line's environment in tests: never the real API, whatever the shell holds."""
 
 
-def cli(*args: object, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    """Run ``context-manager ARGS`` in a subprocess (``CLI_ENV``), feeding it ``stdin``."""
+def cli(
+    *args: object, stdin: str | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``context-manager ARGS`` in a subprocess (``CLI_ENV``, plus ``env``), feeding it
+    ``stdin``."""
     return subprocess.run(
         [sys.executable, "-m", "context_manager", *map(str, args)],
         input=stdin,
         capture_output=True,
         text=True,
         timeout=60,
-        env=CLI_ENV,
+        env={**CLI_ENV, **(env or {})},
     )
 
 

@@ -20,6 +20,7 @@ from context_manager._model._errors import ContextManagerError
 
 from ._db import SIDECAR_SUFFIX, CliError
 from ._demo import run_demo
+from ._otel import OTEL_CHOICES
 from ._run import run_session
 from ._transcript import show_transcript
 
@@ -115,6 +116,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--agent", metavar="NAME", required=True, help="the agent's name")
     run.add_argument(
         "--model", metavar="M", default=None, help="the model (default: claude-opus-5-5)"
+    )
+    run.add_argument(
+        "--otel",
+        choices=OTEL_CHOICES,
+        default=None,
+        help="print OpenTelemetry spans and metrics with the SDK's console exporter (stderr); "
+        "without it, the standard OTEL_* variables are honoured when the SDK is installed",
     )
     run.set_defaults(handler=_run)
 

@@ -604,6 +604,8 @@ class Compiler:
             appended=appended,
             unreadable=tuple(state.unread.values()),
             start_sequence=state.start,
+            shed=tuple(dict.fromkeys(e.message_id for e in draft.entries if e.reason == "shed")),
+            folded=len(draft.effects.fold.covered) if draft.effects.fold is not None else 0,
         )
 
     def context(

@@ -30,6 +30,28 @@ HEAD_CHANGE_KIND = "head-change"
 (SPEC 7b)."""
 """``metadata.kind`` of every ``[reasoning]`` notice."""
 
+LineForm: TypeAlias = Literal["head", "count", "at_least"]
+"""The SPEC 9 forms of a ``[reasoning]`` line."""
+
+_LINE_MARKER = "[reasoning] "
+
+
+def line_form(text: str) -> LineForm | None:
+    """Which SPEC 9 form a ``[reasoning]`` line is in, or ``None`` for any other text.
+
+    >>> line_form("[reasoning] ada: Some of your earlier reasoning is no longer in your context:")
+    'count'
+    >>> line_form("hello") is None
+    True
+    """
+    if not text.startswith(_LINE_MARKER):
+        return None
+    if "the reasoning behind at least " in text:
+        return "at_least"
+    if "Some of your earlier reasoning is no longer in your context:" in text:
+        return "count"
+    return "head"
+
 
 def _dict(value: dict[str, Any] | None) -> dict[str, Any]:
     return dict(value) if value else {}  # always a new dict; an empty one is not copied

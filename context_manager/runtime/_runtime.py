@@ -10,20 +10,25 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 import anthropic
 
-from context_manager._manager import ContextManager
+from context_manager._manager import ContextManager, TracerProviderOption
 from context_manager._model._errors import AgentNotFound, InvalidValue
 from context_manager._model._log import library_logger
 from context_manager._model._messages import MessageId, StoredMessage
 from context_manager._model._results import ThinkingStrip
 from context_manager._reasoning._capture import warn_if_reasoning_unconfigured
 from context_manager._store._protocol import Store
+from context_manager._telemetry import telemetry_for
 from notices import ReasoningLossTeller
 
 from ._agent import Agent
 from ._calls import RetryPolicy
+
+if TYPE_CHECKING:
+    from opentelemetry.metrics import MeterProvider
 
 log = library_logger("context_manager.runtime")
 
@@ -53,6 +58,13 @@ class Runtime:
     agent, in this process or on another host, waits up to ``hold_timeout`` seconds (``None``:
     the store's default) and then raises ``AgentBusy`` naming the holder; ``holder`` labels this
     runtime's holds (reported as ``LABEL@HOST:PID``).
+
+    ``tracer_provider`` turns on OpenTelemetry for every agent (``docs/tracing.md``): an
+    ``invoke_agent`` span per turn, a ``chat`` span per model call, an ``execute_tool`` span per
+    tool run, a ``compile`` span per compile, ``context_manager.*`` events and the GenAI
+    metrics (to ``meter_provider``, default the global one). ``True`` uses the application's
+    global provider; unset, nothing is recorded. Raises ``TelemetryUnavailable`` when it is set
+    and ``opentelemetry-api`` is not installed.
     """
 
     def __init__(
@@ -64,6 +76,8 @@ class Runtime:
         retry: RetryPolicy | None = None,
         hold_timeout: float | None = None,
         holder: str | None = None,
+        tracer_provider: TracerProviderOption = None,
+        meter_provider: MeterProvider | None = None,
     ) -> None:
         self.client = client
         self.store = store
@@ -71,6 +85,8 @@ class Runtime:
         self.hold_timeout = hold_timeout
         self.holder = holder
         self._agents: dict[str, Agent] = {}
+        self.telemetry = telemetry_for(tracer_provider, meter_provider)
+        """The spans, events and metrics every agent's context shares (off by default)."""
         self.teller = teller if teller is not None else ReasoningLossTeller(self._reader)
 
     def _reader(self, agent: str, message_id: MessageId) -> StoredMessage:
@@ -99,6 +115,7 @@ class Runtime:
             binding=agent.binding,
             strategy=agent.strategy,
             reasoning=agent.reasoning or None,
+            tracer_provider=self.telemetry,
         )
         agent.attach(
             self.client,
@@ -125,9 +142,7 @@ class Runtime:
         context.on_thinking_strip(hear)
         context.on_reply_recorded(agent._reply_recorded)
         context.on_branch_deleted(forget)
-        context.on_thinking_restored(
-            lambda replies, key: teller.restored(agent.name, key, replies)
-        )
+        context.on_thinking_restored(lambda replies, key: teller.restored(agent.name, key, replies))
 
     def remove(self, name: str) -> Agent:
         """Forget an agent: no told state stays, and its late compiles tell nothing.
