@@ -22,6 +22,7 @@ LAYERS: tuple[str, ...] = (
     "context_manager._binding",
     "context_manager._reasoning",
     "context_manager._compile",
+    "context_manager._reconcile",
     "context_manager._manager",
     "context_manager",  # the public names (__init__): what notices may use
     "notices",
