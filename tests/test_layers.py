@@ -27,6 +27,7 @@ LAYERS: tuple[str, ...] = (
     "context_manager",  # the public names (__init__): what notices may use
     "notices",
     "context_manager.runtime",
+    "context_manager.adapters",
     "context_manager._cli",
 )
 """Lowest first. A module may import its own layer and any layer before it."""
