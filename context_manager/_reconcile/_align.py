@@ -10,7 +10,8 @@ The plan, read oldest first:
 - ``anchor``: the first framework message that matches a stored one, and that stored one. What
   the framework sends before it is its own summary (``lead``); what is stored before it is what
   the framework dropped. Either one is a host fold when the library follows the framework's
-  window, and is ignored when it manages the window itself.
+  window, and is ignored when it manages the window itself; as many messages in the same roles
+  on both sides are the same messages edited.
 - the matched run from the anchor on;
 - then either nothing, new messages to append, edits of stored messages (same roles, pairwise)
   followed by new ones, an extension of the newest stored message, or a rewind (the framework
@@ -121,11 +122,14 @@ def plan(
         return Plan(new_from=0)
     f, s = found
     run = matched_run(framework, stored, f, s)
-    fold = _fold(stored, f, s, run) if follow_window and (f or s) else None
     after_f, after_s = f + run, s + run
     rest = _rest(framework, stored, after_f, after_s, extends=extends)
-    if fold is not None:
-        return attrs.evolve(rest, fold_lead=fold[0], fold_from=fold[1], lead=f)
+    if f and f == s and _pairwise(framework[:f], stored[:s]):  # the same messages, reworded
+        edits = tuple((k, k) for k in range(f) if framework[k].key != stored[k].key)
+        return attrs.evolve(rest, edits=(*edits, *rest.edits))
+    if follow_window and (f or s):
+        lead, keep_from = _fold(stored, f, s, run)
+        return attrs.evolve(rest, fold_lead=lead, fold_from=keep_from, lead=f)
     return attrs.evolve(rest, lead=f)
 
 
