@@ -397,7 +397,7 @@ class ContextManager:
         *,
         dry_run: bool = False,
         follow_window: bool | None = None,
-        boundary: Callable[[], None] | None = None,
+        boundary: Callable[[Reconciliation], None] | None = None,
     ) -> CompileResult:
         """Turn a framework's Messages API parameters for one call into this library's request.
 
@@ -411,8 +411,9 @@ class ContextManager:
         ``follow_window`` is true, the default with ``Passthrough``; with a ``Window`` or a
         ``Fold`` the library manages the window and ignores the framework's truncation.
         Library-owned messages (``metadata.kind`` set) never count as the framework's.
-        ``boundary`` runs after the messages are stored and before the compile. The framework's
-        betas are joined to the request's. ``last_reconciliation`` says what was done.
+        ``boundary(reconciliation)`` runs after the messages are stored, before the compile.
+        The framework's betas are joined to the request's. ``last_reconciliation`` says what
+        was done.
 
         Raises:
             ValueError: ``params`` has no model or no messages list.

@@ -157,13 +157,14 @@ def reconcile(
     *,
     follow_window: bool,
     dry_run: bool = False,
-    boundary: Callable[[], None] | None = None,
+    boundary: Callable[[Reconciliation], None] | None = None,
 ) -> tuple[Reconciliation, CompileResult]:
     """Store what the framework's call adds or changes, then compile (see the module docstring).
 
-    ``boundary`` runs after the framework's messages are stored and before the compile (where
-    notices waiting for the agent's next boundary are stored). A dry reconcile stores nothing: it
-    compiles dry and appends the framework's new messages to the request as they came.
+    ``boundary(done)`` runs after the framework's messages are stored and before the compile
+    (where notices waiting for the agent's next boundary are stored). A dry reconcile stores
+    nothing: it compiles dry and appends the framework's new messages to the request as they
+    came.
 
     Raises:
         ValueError: ``params`` has no model or no messages list.
@@ -181,7 +182,7 @@ def reconcile(
         return _dry(host, call, steps)
     done = _apply(host, call, side, steps, follow_window=follow_window)
     if boundary is not None:
-        boundary()
+        boundary(done)
     result = host.compile(call.head)
     if done != Reconciliation():
         log.info(

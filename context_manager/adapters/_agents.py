@@ -27,6 +27,7 @@ from context_manager._model._log import library_logger
 from context_manager._model._messages import MessageId, StoredMessage
 from context_manager._model._results import CompileResult, ThinkingStrip
 from context_manager._reasoning._capture import ReasoningCapture
+from context_manager._reconcile import Reconciliation
 from context_manager._store._protocol import Store
 from notices import ReasoningLossTeller, TurnState, notice_metadata
 
@@ -151,10 +152,7 @@ class ManagedAgents:
             return TurnState(live=False, branch_key=None, head_sequence=0)
         return TurnState(live=True, branch_key=key, head_sequence=head)
 
-    def _note_turn(self, cm: ContextManager) -> None:
-        done = cm.last_reconciliation
-        if done is None:
-            return
+    def _note_turn(self, cm: ContextManager, done: Reconciliation) -> None:
         for message_id in done.stored:
             message = cm.get_message(message_id)
             if message.role == "user" and not any(
@@ -166,8 +164,10 @@ class ManagedAgents:
         if line:
             self._waiting.setdefault((namespace, key), []).append(line)
 
-    def _boundary(self, cm: ContextManager) -> None:
-        """Store the lines waiting for the current branch: the framework's new messages are in."""
+    def _boundary(self, cm: ContextManager, done: Reconciliation) -> None:
+        """The framework's new messages are in: a turn opens at its newest own words, and the
+        lines waiting for the current branch are stored."""
+        self._note_turn(cm, done)
         key = cm.current_branch_key()
         lines = self._waiting.pop((cm.namespace, key), [])
         for line in lines:
@@ -196,10 +196,8 @@ class ManagedAgents:
                 body,
                 dry_run=dry_run,
                 follow_window=self.strategy is None,
-                boundary=lambda: self._boundary(cm),
+                boundary=lambda done: self._boundary(cm, done),
             )
-            if not dry_run:
-                self._note_turn(cm)
         return Prepared(namespace, cm, result)
 
     def finish(self, prepared: Prepared, message: object) -> MessageId | None:
