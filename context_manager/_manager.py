@@ -416,7 +416,8 @@ class ContextManager:
         was done.
 
         Raises:
-            ValueError: ``params`` has no model or no messages list.
+            FrameworkParamsInvalid: ``params`` has no model, no messages list, or a
+                server-held ``thread`` (a ``ValueError``).
         """
         follow = isinstance(self.strategy, Passthrough) if follow_window is None else follow_window
         done, result = reconcile_params(

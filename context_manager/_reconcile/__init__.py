@@ -14,12 +14,13 @@ from ._apply import (
     library_owned,
     reconcile,
 )
-from ._params import FrameworkCall, split_params, with_betas
+from ._params import FrameworkCall, FrameworkParamsInvalid, split_params, with_betas
 
 __all__ = [
     "FRAMEWORK_MESSAGES",
     "HOST_FOLD",
     "FrameworkCall",
+    "FrameworkParamsInvalid",
     "ReconcileHost",
     "Reconciliation",
     "library_owned",

@@ -167,7 +167,7 @@ def reconcile(
     came.
 
     Raises:
-        ValueError: ``params`` has no model or no messages list.
+        FrameworkParamsInvalid: ``params`` has no model, no messages list, or a ``thread``.
     """
     call = split_params(params)
     side = stored_side(host.messages())

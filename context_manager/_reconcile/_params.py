@@ -14,11 +14,16 @@ from typing import Any
 
 import attrs
 
+from context_manager._model._errors import ContextManagerError
 from context_manager._model._head import Head
 
 HEAD_FIELDS = frozenset({"model", "system", "tools"})
 NOT_SETTINGS = frozenset({"messages", "betas", "stream"}) | HEAD_FIELDS
 """Body fields that are not settings."""
+
+
+class FrameworkParamsInvalid(ContextManagerError, ValueError):
+    """A framework's parameters this library cannot reconcile; the message says why."""
 
 
 @attrs.frozen
@@ -34,14 +39,21 @@ def split_params(params: Mapping[str, Any]) -> FrameworkCall:
     """``params`` (Messages API body fields, ``betas`` as a list) as a ``FrameworkCall``.
 
     Raises:
-        ValueError: no ``model``, or ``messages`` is not a list of role/content mappings.
+        FrameworkParamsInvalid: no ``model``, ``messages`` is not a list of role/content
+            mappings, or a server-held ``thread`` (the server would keep the history, so the
+            library could not choose what is sent).
     """
+    if params.get("thread") is not None:
+        raise FrameworkParamsInvalid(
+            "server-held threads (thread=...) are not supported: the request must carry the "
+            "whole history; send it without thread"
+        )
     model = params.get("model")
     if not isinstance(model, str) or not model:
-        raise ValueError(f"params need a model name, got {model!r}")
+        raise FrameworkParamsInvalid(f"params need a model name, got {model!r}")
     messages = params.get("messages")
     if not isinstance(messages, Sequence) or isinstance(messages, str | bytes):
-        raise ValueError(f"params need a messages list, got {type(messages).__name__}")
+        raise FrameworkParamsInvalid(f"params need a messages list, got {type(messages).__name__}")
     checked = tuple(_message(index, item) for index, item in enumerate(messages))
     settings = {k: v for k, v in params.items() if k not in NOT_SETTINGS and v is not None}
     system = params.get("system") or None
@@ -56,11 +68,11 @@ def split_params(params: Mapping[str, Any]) -> FrameworkCall:
 
 def _message(index: int, item: object) -> dict[str, Any]:
     if not isinstance(item, Mapping) or item.get("role") not in ("user", "assistant", "system"):
-        raise ValueError(
+        raise FrameworkParamsInvalid(
             f"messages[{index}] is not a user, assistant or system message: {item!r:.80}"
         )
     if "content" not in item:
-        raise ValueError(f"messages[{index}] has no content")
+        raise FrameworkParamsInvalid(f"messages[{index}] has no content")
     return dict(item)
 
 
@@ -71,7 +83,7 @@ def _betas(value: object) -> tuple[str, ...]:
         return tuple(b.strip() for b in value.split(",") if b.strip())
     if isinstance(value, Sequence):
         return tuple(str(b) for b in value)
-    raise ValueError(f"betas must be a list of names, got {value!r:.80}")
+    raise FrameworkParamsInvalid(f"betas must be a list of names, got {value!r:.80}")
 
 
 def with_betas(request: dict[str, Any], betas: Sequence[str]) -> dict[str, Any]:

@@ -7,12 +7,21 @@ the modules that need them, behind their extras.
 
 from __future__ import annotations
 
-from ._agents import AgentRef, AgentSpec, ManagedAgents, Prepared
+from ._agents import AgentRef, AgentSpec, AgentUnknown, ManagedAgents, Prepared
 from ._client import (
     AsyncManagedMessages,
     ManagedAnthropic,
     ManagedAsyncAnthropic,
     SyncManagedMessages,
+)
+from ._gateway import (
+    AGENT_HEADER,
+    BRANCH_HEADER,
+    DEFAULT_PORT,
+    LOOPBACK,
+    Gateway,
+    NoAgent,
+    gateway_app,
 )
 from ._streams import (
     ManagedAsyncStream,
@@ -22,9 +31,15 @@ from ._streams import (
 )
 
 __all__ = [
+    "AGENT_HEADER",
+    "BRANCH_HEADER",
+    "DEFAULT_PORT",
+    "LOOPBACK",
     "AgentRef",
     "AgentSpec",
+    "AgentUnknown",
     "AsyncManagedMessages",
+    "Gateway",
     "ManagedAgents",
     "ManagedAnthropic",
     "ManagedAsyncAnthropic",
@@ -32,6 +47,8 @@ __all__ = [
     "ManagedAsyncStreamManager",
     "ManagedStream",
     "ManagedStreamManager",
+    "NoAgent",
     "Prepared",
     "SyncManagedMessages",
+    "gateway_app",
 ]

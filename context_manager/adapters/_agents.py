@@ -22,6 +22,7 @@ from context_manager._compile._caching import Caching
 from context_manager._compile._strategies import Strategy
 from context_manager._manager import ContextManager
 from context_manager._model._content import TextBlock, ToolResultBlock
+from context_manager._model._errors import ContextManagerError
 from context_manager._model._head import ThinkingBinding
 from context_manager._model._log import library_logger
 from context_manager._model._messages import MessageId, StoredMessage
@@ -38,6 +39,10 @@ AgentRef: TypeAlias = str | tuple[str, str]
 
 AgentSpec: TypeAlias = AgentRef | Callable[[Mapping[str, Any]], AgentRef]
 """An agent, or ``spec(params) -> agent`` choosing one per call from its parameters."""
+
+
+class AgentUnknown(ContextManagerError, ValueError):
+    """A call's agent cannot be told: the spec gave something that names no agent."""
 
 
 @attrs.frozen
@@ -91,14 +96,14 @@ class ManagedAgents:
         """``(namespace, branch or None)`` of the call with ``params``.
 
         Raises:
-            ValueError: the spec gave something that is not a namespace or a pair.
+            AgentUnknown: the spec gave something that is not a namespace or a pair.
         """
         ref = self.agent(params) if callable(self.agent) else self.agent
         if isinstance(ref, str) and ref:
             return ref, None
         if isinstance(ref, tuple) and len(ref) == 2 and all(isinstance(p, str) for p in ref):
             return ref[0], ref[1] or None
-        raise ValueError(f"agent must be a namespace or (namespace, branch), got {ref!r}")
+        raise AgentUnknown(f"agent must be a namespace or (namespace, branch), got {ref!r}")
 
     def context(self, namespace: str, branch: str | None = None) -> ContextManager:
         """The agent's context, on ``branch`` when given (forked from the current one if new)."""
@@ -187,7 +192,8 @@ class ManagedAgents:
         """Reconcile one call's body for its agent (``dry_run``: store nothing, tell nothing).
 
         Raises:
-            ValueError: the body has no model or messages, or the agent spec is bad.
+            FrameworkParamsInvalid: the body has no model or messages, or holds a ``thread``.
+            AgentUnknown: the agent spec gave no agent.
         """
         namespace, branch = self.resolve(body)
         cm = self.context(namespace, branch)
