@@ -130,9 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Read an agent's transcript (and its [reasoning] notices) from a database "
         "without writing to it.",
     )
-    transcript.add_argument(
-        "path", metavar="PATH", help="the SQLite file, or a postgresql:// URI"
-    )
+    transcript.add_argument("path", metavar="PATH", help="the SQLite file, or a postgresql:// URI")
     transcript.add_argument(
         "--agent", metavar="NAME", help="the agent (default: the only one in the file)"
     )
@@ -175,7 +173,7 @@ def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        return version("context-manager")
+        return version("thinking-context-manager")
     except PackageNotFoundError:  # pragma: no cover - run from a source tree without install
         return "unknown"
 

@@ -15,6 +15,7 @@ from typing import Any, Literal, TypeAlias
 import attrs
 
 from ._content import Block, block_to_wire, blocks_from_wire
+from ._errors import InvalidType, InvalidValue
 
 MessageId: TypeAlias = str
 """Unique in a store."""
@@ -80,7 +81,7 @@ def coerce_meta(metadata: MessageMeta | dict[str, Any] | None) -> MessageMeta:
             target=metadata.get("target"),
             extra=extra,
         )
-    raise TypeError(f"metadata must be a MessageMeta or a dict, got {metadata!r}")
+    raise InvalidType(f"metadata must be a MessageMeta or a dict, got {metadata!r}")
 
 
 @attrs.frozen
@@ -103,7 +104,7 @@ def check_role(role: object) -> Role:
         ValueError: naming the unknown role.
     """
     if role not in ROLES:
-        raise ValueError(f"unknown role {role!r}; expected one of {', '.join(ROLES)}")
+        raise InvalidValue(f"unknown role {role!r}; expected one of {', '.join(ROLES)}")
     return role
 
 
@@ -124,14 +125,14 @@ def encode_message(content: Sequence[Block], metadata: MessageMeta) -> tuple[str
             try:
                 json.dumps(item, allow_nan=False)
             except (TypeError, ValueError) as inner:
-                raise TypeError(
+                raise InvalidType(
                     f"content block {index} ({block!r}) is not JSON-serialisable: {inner}"
                 ) from inner
-        raise TypeError(f"content is not JSON-serialisable: {err}") from err
+        raise InvalidType(f"content is not JSON-serialisable: {err}") from err
     try:
         meta = json.dumps(metadata.to_json(), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as err:
-        raise TypeError(f"metadata {metadata!r} is not JSON-serialisable: {err}") from err
+        raise InvalidType(f"metadata {metadata!r} is not JSON-serialisable: {err}") from err
     return text, meta
 
 

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 import anthropic
 
 from context_manager._manager import ContextManager
-from context_manager._model._errors import AgentNotFound
+from context_manager._model._errors import AgentNotFound, InvalidValue
 from context_manager._model._log import library_logger
 from context_manager._model._messages import MessageId, StoredMessage
 from context_manager._model._results import ThinkingStrip
@@ -38,9 +38,9 @@ def check_agent_name(name: object) -> str:
         ValueError: naming what is wrong.
     """
     if not isinstance(name, str) or not 1 <= len(name) <= AGENT_NAME_MAX:
-        raise ValueError(f"agent name must be 1-{AGENT_NAME_MAX} characters, got {name!r}")
+        raise InvalidValue(f"agent name must be 1-{AGENT_NAME_MAX} characters, got {name!r}")
     if not name.isprintable() or name != name.strip():
-        raise ValueError(
+        raise InvalidValue(
             f"agent name {name!r} has control characters or edge whitespace; use printable text"
         )
     return name
@@ -87,7 +87,7 @@ class Runtime:
         """
         check_agent_name(agent.name)
         if agent.name in self._agents:
-            raise ValueError(f"an agent named {agent.name!r} is already registered")
+            raise InvalidValue(f"an agent named {agent.name!r} is already registered")
         self._attach(agent, agent.name, self.teller)
         self._agents[agent.name] = agent
         return agent

@@ -33,6 +33,7 @@ from ._server import SimulatorServer
 from ._simulator import BASE_URL, DEFAULT_KEY, DEFAULT_ORGANIZATION, Call, Simulator
 from ._transport import SimulatorTransport
 from ._verify import BlockCheck
+from ._wire import SignedBlock
 
 __all__ = [
     "BASE_URL",
@@ -59,6 +60,7 @@ __all__ = [
     "Readability",
     "Script",
     "ScriptFailed",
+    "SignedBlock",
     "SimulatedApiError",
     "Simulator",
     "SimulatorServer",
