@@ -72,6 +72,7 @@ from ._model._usage import CallUsage, usage_of
 from ._reasoning._audit import AuditResult, ReasoningPart, UntrustedText, read_reasoning
 from ._reasoning._capture import ReasoningCapture, warn_if_reasoning_unconfigured
 from ._reasoning._store import MemoryReasoningStore, ReasoningStore, SQLiteReasoningStore
+from ._reconcile import FrameworkParamsInvalid, Reconciliation
 from ._store._hold import Hold
 from ._store._memory import MemoryStore
 from ._store._postgres import PostgresStore
@@ -98,6 +99,7 @@ __all__ = [
     "ContextManager",
     "ContextManagerError",
     "Fold",
+    "FrameworkParamsInvalid",
     "Head",
     "Hold",
     "ImageBlock",
@@ -124,6 +126,7 @@ __all__ = [
     "ReasoningCapture",
     "ReasoningPart",
     "ReasoningStore",
+    "Reconciliation",
     "RedactedThinkingBlock",
     "ReplyDrop",
     "RoundDrop",

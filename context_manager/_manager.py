@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import attrs
@@ -46,6 +46,8 @@ from ._model._messages import MessageId, MessageMeta, Role, StoredMessage, check
 from ._model._request import sdk_request
 from ._model._results import CompileResult, ThinkingStrip
 from ._reasoning._capture import ReasoningCapture, resolve_without_sidecar
+from ._reconcile import Reconciliation
+from ._reconcile import reconcile as reconcile_params
 from ._store._hold import HOLD_TIMEOUT_SECONDS, Hold, LocalHolds, holder_identity
 from ._store._lineage import lineage_of
 from ._store._protocol import BranchRecord, BranchRef, Lineage, Store
@@ -115,6 +117,8 @@ class ContextManager:
         self._async_locks: dict[str, tuple[asyncio.Lock, asyncio.AbstractEventLoop]] = {}
         self._branch = self._ensure_branch()
         self._compiler = Compiler(self)
+        self.last_reconciliation: Reconciliation | None = None
+        """What the last ``reconcile`` stored, edited, folded or rewound (``None`` before one)."""
 
     @classmethod
     def open(
@@ -474,6 +478,42 @@ class ContextManager:
                 result = self._notify(_for_the_sdk(compiled))
                 self.telemetry.compiled(span, result, self.get_message)
                 return result
+
+    def reconcile(
+        self,
+        params: Mapping[str, Any],
+        *,
+        dry_run: bool = False,
+        follow_window: bool | None = None,
+        boundary: Callable[[Reconciliation], None] | None = None,
+    ) -> CompileResult:
+        """Turn a framework's Messages API parameters for one call into this library's request.
+
+        ``params`` are the body fields the framework built (``model``, ``system``, ``tools``,
+        ``messages``, ``thinking``, ``betas``, settings). What is new at the end of ``messages``
+        is stored; the framework's copy of a recorded reply is matched to it (its recorded bytes
+        go out); a changed ``system`` or ``tools`` is appended as a change (SPEC 7b); an edit of
+        an earlier message is stored as an edit; fewer messages than before start a new branch
+        at the last one still sent. A framework that drops old messages or writes its own
+        summary is followed as a host fold (its kept turns' thinking strips, reported) when
+        ``follow_window`` is true, the default with ``Passthrough``; with a ``Window`` or a
+        ``Fold`` the library manages the window and ignores the framework's truncation.
+        Library-owned messages (``metadata.kind`` set) never count as the framework's.
+        ``boundary(reconciliation)`` runs after the messages are stored, before the compile.
+        The framework's betas are joined to the request's. ``last_reconciliation`` says what
+        was done.
+
+        Raises:
+            FrameworkParamsInvalid: ``params`` has no model, no messages list, or a
+                server-held ``thread`` (a ``ValueError``).
+        """
+        follow = isinstance(self.strategy, Passthrough) if follow_window is None else follow_window
+        done, result = reconcile_params(
+            self, params, follow_window=follow, dry_run=dry_run, boundary=boundary
+        )
+        if not dry_run:
+            self.last_reconciliation = done
+        return result
 
     def record_reply(
         self, message: object, result: CompileResult, *, appended: Sequence[object] = ()

@@ -21,6 +21,7 @@ from context_manager._model._errors import ContextManagerError
 from ._db import SIDECAR_SUFFIX, CliError
 from ._demo import run_demo
 from ._otel import OTEL_CHOICES
+from ._gateway import add_gateway, serve_gateway
 from ._run import run_session
 from ._transcript import show_transcript
 
@@ -63,6 +64,10 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
 
 def _transcript(args: argparse.Namespace, out: TextIO) -> int:
     return show_transcript(args, out, color=_color(out))
+
+
+def _gateway(args: argparse.Namespace, out: TextIO) -> int:
+    return serve_gateway(args, out)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -168,6 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
         ", when it exists)",
     )
     transcript.set_defaults(handler=_transcript)
+    add_gateway(commands, common, _gateway)
     return parser
 
 
