@@ -20,6 +20,7 @@ from ._api import (
     THINKING,
 )
 from ._cache import check_markers
+from ._compaction import COMPACTION, check_blocks, is_compaction
 from ._errors import InvalidRequest
 from ._models import SYSTEM_MESSAGE_MODELS
 from ._system import check_system_messages
@@ -97,6 +98,7 @@ def validate_request(
     _check_tools(body.get("tools", []))
     if "thinking" in body:
         _check_thinking(body["thinking"], max_tokens, betas)
+    check_blocks(body, betas)
     _check_messages(body["messages"], betas)
     check_system_messages(body, betas, system_message_models)
     check_markers(body)
@@ -202,13 +204,19 @@ def _check_messages(messages: Any, betas: frozenset[str]) -> None:
         if "content" not in message and not (role == "system" and "output_config" in message):
             raise InvalidRequest(f"messages.{i}.content: Field required")
         if role != "system":
-            if first_conversational and role != "user":
+            if first_conversational and role != "user" and not _opens_with_summary(message):
                 raise InvalidRequest(
                     f"messages.{i}: the first non-system message must use the 'user' role"
                 )
             first_conversational = False
         _check_content(i, role, message.get("content", []), i == len(messages) - 1, betas)
     _check_tool_pairing(messages)
+
+
+def _opens_with_summary(message: Mapping[str, Any]) -> bool:
+    """True for a message whose first block is a compaction block (it may be an assistant's)."""
+    content = message.get("content")
+    return isinstance(content, list) and bool(content) and is_compaction(content[0])
 
 
 def _check_content(i: int, role: str, content: Any, last: bool, betas: frozenset[str]) -> None:
@@ -238,7 +246,7 @@ def _check_block(block: Any, role: str, path: str, betas: frozenset[str]) -> Non
             raise InvalidRequest(
                 f"{path}.type: '{kind}' blocks are not permitted in system messages"
             )
-    elif role == "user" and kind not in USER_BLOCK_TYPES:
+    elif role == "user" and kind not in USER_BLOCK_TYPES and kind != COMPACTION:
         raise InvalidRequest(f"{path}.type: '{kind}' blocks are not permitted in user messages")
     elif role == "assistant" and kind in USER_ONLY_TYPES:
         raise InvalidRequest(
