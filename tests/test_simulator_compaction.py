@@ -68,7 +68,8 @@ def drops(message: anthropic.types.beta.BetaMessage) -> list[tuple[str, str]]:
 
 def block_of(reply: anthropic.types.beta.BetaMessage) -> dict[str, Any]:
     """The compaction block of a compaction reply, as a client sends it back."""
-    assert reply.stop_reason == "compaction" and len(reply.content) == 1
+    assert reply.stop_reason == "compaction"
+    assert len(reply.content) == 1
     block = reply.content[0].model_dump(exclude_none=True)
     assert set(block) == {"type", "content", "signature"}
     return block
@@ -142,9 +143,12 @@ async def test_a_compaction_request_returns_one_signed_block_and_costs_only_in_i
     assert "user: second" in block["content"]
     assert (reply.usage.input_tokens, reply.usage.output_tokens) == (0, 0)
     assert reply.usage.cache_read_input_tokens == reply.usage.cache_creation_input_tokens == 0
-    assert reply.usage.iterations is not None and len(reply.usage.iterations) == 1
+    assert reply.usage.iterations is not None
+    assert len(reply.usage.iterations) == 1
     cost = reply.usage.iterations[0]
-    assert cost.type == "compaction" and cost.input_tokens > 0 and cost.output_tokens > 0
+    assert cost.type == "compaction"
+    assert cost.input_tokens > 0
+    assert cost.output_tokens > 0
 
 
 async def test_the_summary_is_a_deterministic_function_of_what_it_covers(client: Client) -> None:
@@ -156,7 +160,8 @@ async def test_the_summary_is_a_deterministic_function_of_what_it_covers(client:
         client, history, compaction={"type": "summarize", "instructions": "Keep names."}
     )
 
-    assert once["content"] == again["content"] and once["signature"] != again["signature"]
+    assert once["content"] == again["content"]
+    assert once["signature"] != again["signature"]
     assert other["content"] != once["content"]
     assert told["content"].endswith("Instructions: Keep names.")
 
@@ -275,12 +280,15 @@ async def test_a_streamed_compaction_sends_the_whole_block_in_one_content_block_
             final = await stream.get_final_message()
 
     kinds = [event.type for event in events]
-    assert kinds.count("content_block_start") == 1 and "content_block_delta" not in kinds
+    assert kinds.count("content_block_start") == 1
+    assert "content_block_delta" not in kinds
     start = next(event for event in events if event.type == "content_block_start")
     assert start.content_block.type == "compaction"  # type: ignore[union-attr]
     assert start.content_block.content.startswith("Summary of 2 messages")  # type: ignore[union-attr]
-    assert final.stop_reason == "compaction" and final.content[0].type == "compaction"
-    assert final.usage.iterations is not None and final.usage.iterations[0].type == "compaction"
+    assert final.stop_reason == "compaction"
+    assert final.content[0].type == "compaction"
+    assert final.usage.iterations is not None
+    assert final.usage.iterations[0].type == "compaction"
 
 
 # 24: swapping the block in -----------------------------------------------------------------------
@@ -297,7 +305,8 @@ async def test_the_block_goes_first_alone_or_as_the_first_block_of_the_first_mes
         **call([{"role": "user", "content": [alone, {"type": "text", "text": "go on"}]}])
     )
 
-    assert drops(own) == [] and own.stop_reason == "end_turn"
+    assert drops(own) == []
+    assert own.stop_reason == "end_turn"
     assert merged.stop_reason == "end_turn"
 
 
@@ -371,7 +380,8 @@ async def test_a_cache_marker_on_the_block_is_a_breakpoint_after_the_summary() -
         first = await client.beta.messages.create(**call([summary(block), user("second")]))
         second = await client.beta.messages.create(**call([summary(block), user("other")]))
 
-    assert first.usage.cache_creation_input_tokens > 0 and first.usage.cache_read_input_tokens == 0
+    assert first.usage.cache_creation_input_tokens > 0
+    assert first.usage.cache_read_input_tokens == 0
     assert second.usage.cache_read_input_tokens == first.usage.cache_creation_input_tokens
 
 
@@ -559,7 +569,8 @@ async def test_a_background_swap_keeps_the_thinking_produced_while_it_ran(client
     swapped = [summary(block), *history[held:]]
     reply = await client.beta.messages.create(**call([*swapped, user("fifth")]))
 
-    assert len(swapped) == 5 and drops(reply) == []
+    assert len(swapped) == 5
+    assert drops(reply) == []
 
 
 # 28: threshold compaction ------------------------------------------------------------------------
@@ -597,4 +608,5 @@ async def test_threshold_compaction_cannot_run_on_a_request_carrying_an_on_deman
 
     assert "cannot run on a request that carries an on-demand compaction block" in refused(err)[0]
     assert "at least 50000" in refused(low)[0]
-    assert below.context_management is not None and below.context_management.applied_edits == []
+    assert below.context_management is not None
+    assert below.context_management.applied_edits == []
