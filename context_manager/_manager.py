@@ -24,6 +24,7 @@ from ._compile._caching import Caching
 from ._compile._compiler import Compiler
 from ._compile._strategies import Passthrough, Strategy, estimate_tokens
 from ._model._content import Block, to_blocks
+from ._model._editing import ContextEditing
 from ._model._errors import BranchExists, BranchInUse, BranchNotFound
 from ._model._head import Head, ThinkingBinding
 from ._model._messages import MessageId, MessageMeta, Role, StoredMessage, check_role, coerce_meta
@@ -68,6 +69,7 @@ class ContextManager:
         estimator: Estimator | None = None,
         reasoning: ReasoningCapture | None = None,
         caching: Caching | None = None,
+        editing: ContextEditing | None = None,
     ) -> None:
         self.store: Store = store
         self.namespace: str = namespace
@@ -76,6 +78,8 @@ class ContextManager:
         self.estimator: Estimator = estimator or estimate_tokens
         self.caching: Caching = caching if caching is not None else Caching()
         """Where the compiler places prompt-cache breakpoints (``Caching``)."""
+        self.editing: ContextEditing | None = editing
+        """Server-side context editing added to every request (``ContextEditing``), or ``None``."""
         self.reasoning: ReasoningCapture | None = reasoning
         """The reasoning sidecar configuration (``ReasoningCapture``) or ``None``."""
         self.token: str = uuid.uuid4().hex
@@ -98,11 +102,14 @@ class ContextManager:
         estimator: Estimator | None = None,
         reasoning: ReasoningCapture | None = None,
         caching: Caching | None = None,
+        editing: ContextEditing | None = None,
     ) -> ContextManager:
         """Open (or start) ``namespace`` in ``store``, on its current branch (``main`` when new).
 
         ``caching`` places prompt-cache breakpoints (default ``Caching()``: on, 5-minute TTL;
-        ``Caching(enabled=False)`` sends only the host's own markers).
+        ``Caching(enabled=False)`` sends only the host's own markers). ``editing`` adds
+        server-side context editing (``context_management`` and its beta) to every request but
+        a compaction request or one carrying a compaction block (default ``None``: off).
         """
         if not isinstance(namespace, str) or not namespace:
             raise ValueError(f"namespace must be a non-empty string, got {namespace!r}")
@@ -114,6 +121,7 @@ class ContextManager:
             estimator=estimator,
             reasoning=reasoning,
             caching=caching,
+            editing=editing,
         )
 
     # branches

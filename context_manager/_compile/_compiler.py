@@ -37,6 +37,7 @@ from context_manager._model._content import (
     block_to_wire,
     reply_blocks,
 )
+from context_manager._model._editing import ContextEditing
 from context_manager._model._errors import InFlightThinkingInvalid, OverBudget
 from context_manager._model._head import Head, ThinkingBinding
 from context_manager._model._log import library_logger
@@ -55,6 +56,7 @@ from . import _resident, _snapshot
 from ._append import Change, Sent, head_json, plan_change, request_head
 from ._caching import Caching, place_breakpoints
 from ._compact import CompactRender, NotARender
+from ._editing import finish_editing
 from ._fold import (
     SUMMARY_KIND,
     FoldRequest,
@@ -206,6 +208,7 @@ class CompileHost(Protocol):
     strategy: Strategy
     estimator: Callable[[Any], int]
     caching: Caching
+    editing: ContextEditing | None
     reasoning: ReasoningCapture | None
     token: str
 
@@ -1309,7 +1312,7 @@ class Compiler:
                 if not is_wire_thinking(block):
                     chain = feed_block(chain, message["role"], block)
         request["messages"] = [*state.messages, *tail]
-        return request, chain
+        return finish_editing(request, self.manager.editing), chain
 
     def _head_tokens(self, head: Head) -> int:
         return int(self.manager.estimator({"system": head.system, "tools": list(head.tools)}))

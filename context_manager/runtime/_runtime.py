@@ -99,6 +99,7 @@ class Runtime:
             binding=agent.binding,
             strategy=agent.strategy,
             reasoning=agent.reasoning or None,
+            editing=agent.editing,
         )
         agent.attach(
             self.client,
