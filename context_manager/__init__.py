@@ -35,6 +35,7 @@ from ._model._content import (
     blocks_to_wire,
     converter,
 )
+from ._model._editing import ClearThinking, ClearToolUses, ContextEditing
 from ._model._errors import (
     AgentBusy,
     AgentNotFound,
@@ -94,8 +95,11 @@ __all__ = [
     "BranchRef",
     "Caching",
     "CallUsage",
+    "ClearThinking",
+    "ClearToolUses",
     "CommandLineError",
     "CompileResult",
+    "ContextEditing",
     "ContextManager",
     "ContextManagerError",
     "Fold",

@@ -33,6 +33,7 @@ from ._model._checks import (
     check_positive_int,
 )
 from ._model._content import Block, reply_blocks, to_blocks
+from ._model._editing import ContextEditing
 from ._model._errors import (
     BranchExists,
     BranchInUse,
@@ -97,6 +98,7 @@ class ContextManager:
         reasoning: ReasoningCapture | None = None,
         caching: Caching | None = None,
         telemetry: Telemetry | None = None,
+        editing: ContextEditing | None = None,
     ) -> None:
         self.store: Store = store
         self.namespace: str = namespace
@@ -105,6 +107,8 @@ class ContextManager:
         self.estimator: Estimator = estimator or estimate_tokens
         self.caching: Caching = caching if caching is not None else Caching()
         """Where the compiler places prompt-cache breakpoints (``Caching``)."""
+        self.editing: ContextEditing | None = editing
+        """Server-side context editing added to every request (``ContextEditing``), or ``None``."""
         self.reasoning: ReasoningCapture | None = reasoning
         """The reasoning sidecar configuration (``ReasoningCapture``) or ``None``."""
         self.token: str = uuid.uuid4().hex
@@ -133,11 +137,15 @@ class ContextManager:
         caching: Caching | None = None,
         tracer_provider: TracerProviderOption = None,
         meter_provider: MeterProvider | None = None,
+        editing: ContextEditing | None = None,
     ) -> ContextManager:
         """Open (or start) ``namespace`` in ``store``, on its current branch (``main`` when new).
 
         ``caching`` places prompt-cache breakpoints (default ``Caching()``: on, 5-minute TTL;
-        ``Caching(enabled=False)`` sends only the host's own markers). ``tracer_provider``
+        ``Caching(enabled=False)`` sends only the host's own markers). ``editing`` adds
+        server-side context editing (``context_management`` and its beta) to every request but
+        a compaction request or one carrying a compaction block (default ``None``: off).
+        ``tracer_provider``
         turns on OpenTelemetry (``docs/tracing.md``): a ``TracerProvider``, or ``True`` for the
         application's global one; ``meter_provider`` (default: the global one) gets the
         metrics. Off (the default), nothing imports ``opentelemetry``.
@@ -159,6 +167,7 @@ class ContextManager:
             reasoning=reasoning,
             caching=caching,
             telemetry=telemetry_for(tracer_provider, meter_provider),
+            editing=editing,
         )
 
     # branches

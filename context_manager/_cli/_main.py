@@ -20,8 +20,8 @@ from context_manager._model._errors import ContextManagerError
 
 from ._db import SIDECAR_SUFFIX, CliError
 from ._demo import run_demo
-from ._otel import OTEL_CHOICES
 from ._gateway import add_gateway, serve_gateway
+from ._otel import OTEL_CHOICES
 from ._run import run_session
 from ._transcript import show_transcript
 

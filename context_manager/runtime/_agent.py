@@ -24,6 +24,7 @@ from context_manager._compile._fold import SUMMARY_KIND
 from context_manager._compile._strategies import Passthrough, Strategy
 from context_manager._manager import ContextManager
 from context_manager._model._content import TextBlock, ToolResultBlock, ToolUseBlock, to_blocks
+from context_manager._model._editing import ContextEditing
 from context_manager._model._errors import AgentNotRegistered, InvalidValue
 from context_manager._model._head import Head, ThinkingBinding
 from context_manager._model._log import library_logger
@@ -102,6 +103,8 @@ class Agent:
     binding: ThinkingBinding = attrs.field(factory=ThinkingBinding)
     strategy: Strategy = attrs.field(factory=Passthrough)
     reasoning: ReasoningCapture | Literal[False] | None = None
+    editing: ContextEditing | None = None
+    """Server-side context editing for the agent's requests (``ContextEditing``), or ``None``."""
     _client: anthropic.AsyncAnthropic | None = attrs.field(default=None, init=False, repr=False)
     _retry: RetryPolicy = attrs.field(factory=RetryPolicy, init=False, repr=False)
     _context: ContextManager | None = attrs.field(default=None, init=False, repr=False)

@@ -116,6 +116,7 @@ class Runtime:
             strategy=agent.strategy,
             reasoning=agent.reasoning or None,
             tracer_provider=self.telemetry,
+            editing=agent.editing,
         )
         agent.attach(
             self.client,
