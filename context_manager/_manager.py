@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeAlias
 
 from context_manager._model._log import library_logger
@@ -388,13 +388,19 @@ class ContextManager:
             )
 
     def record_reply(
-        self, message: object, result: CompileResult, *, appended: Sequence[object] = ()
+        self,
+        message: object,
+        result: CompileResult,
+        *,
+        appended: Sequence[object] = (),
+        extra: Mapping[str, Any] | None = None,
     ) -> MessageId:
         """Store an assistant reply and stamp its thinking. See ``Compiler.record_reply``.
 
-        Then calls the ``on_reply_recorded`` observers.
+        ``extra`` joins the reply's ``metadata.extra`` (beside its usage; the runtime records
+        the turn's asker there). Then calls the ``on_reply_recorded`` observers.
         """
-        message_id = self._compiler.record_reply(message, result, appended=appended)
+        message_id = self._compiler.record_reply(message, result, appended=appended, extra=extra)
         for observer in list(self._reply_observers):
             try:
                 observer(message_id, result)

@@ -29,6 +29,11 @@ HEAD_CHANGE_KIND = "head-change"
 (SPEC 7b)."""
 """``metadata.kind`` of every ``[reasoning]`` notice."""
 
+ASKER_KEY = "asker"
+"""The ``metadata.extra`` key naming who asked the turn a message belongs to (the runtime's
+``run_turn(..., asker=...)``): the trigger, its tool results and its replies carry it. The live
+view shows a reply's reasoning only to its asker and the owner."""
+
 
 def _dict(value: dict[str, Any] | None) -> dict[str, Any]:
     return dict(value) if value else {}  # always a new dict; an empty one is not copied

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Literal
 
 import anthropic
@@ -27,15 +27,22 @@ from context_manager._model._content import TextBlock, ToolResultBlock, ToolUseB
 from context_manager._model._errors import AgentNotRegistered
 from context_manager._model._head import Head, ThinkingBinding
 from context_manager._model._log import library_logger
-from context_manager._model._messages import REASONING_LOSS_KIND, MessageId, MessageMeta
+from context_manager._model._messages import (
+    ASKER_KEY,
+    REASONING_LOSS_KIND,
+    MessageId,
+    MessageMeta,
+)
 from context_manager._model._results import CompileResult
 from context_manager._model._usage import CallUsage, usage_of
 from context_manager._reasoning._capture import ReasoningCapture
+from context_manager._reasoning._live import ReasoningEvent
 from context_manager._store._hold import Hold
 from context_manager._store._protocol import branch_key
 from notices import ReasoningLossTeller, TurnState
 
 from ._calls import RetryPolicy, stream_call
+from ._live import ReasoningHub, ReasoningSink
 from ._tools import ToolCall, ToolFunction, run_tool
 
 log = library_logger("context_manager.runtime")
@@ -79,6 +86,7 @@ class TurnResult:
     def total_usage(self) -> CallUsage:
         """The turn's tokens: uncached input, cache reads, cache writes and output, summed."""
         return CallUsage.total(self.usage)
+
     head_changes: tuple[MessageId, ...] = ()
     """The ``head-change`` system messages the turn's compiles appended (SPEC 7b)."""
 
@@ -87,7 +95,10 @@ class TurnResult:
 class Agent:
     """A resident agent. ``head`` is read at every call, so a host or a tool may change it.
 
-    Register it with ``Runtime.register`` before running turns.
+    Register it with ``Runtime.register`` before running turns. ``on_reasoning`` (off by
+    default) hears each readable ``thinking_delta`` of its calls as an ``UntrustedText``
+    increment while the call streams, on a channel of its own; one that raises is logged and
+    never fails the turn. ``reasoning_stream()`` gives the same as an async iterator.
     """
 
     name: str
@@ -96,6 +107,9 @@ class Agent:
     binding: ThinkingBinding = attrs.field(factory=ThinkingBinding)
     strategy: Strategy = attrs.field(factory=Passthrough)
     reasoning: ReasoningCapture | Literal[False] | None = None
+    on_reasoning: ReasoningSink | None = attrs.field(default=None, kw_only=True)
+    live: ReasoningHub = attrs.field(init=False, repr=False)
+    """The agent's live reasoning hub (``ReasoningHub``): its buffer, sink and subscribers."""
     _client: anthropic.AsyncAnthropic | None = attrs.field(default=None, init=False, repr=False)
     _retry: RetryPolicy = attrs.field(factory=RetryPolicy, init=False, repr=False)
     _context: ContextManager | None = attrs.field(default=None, init=False, repr=False)
@@ -106,7 +120,21 @@ class Agent:
     _hold_timeout: float | None = attrs.field(default=None, init=False, repr=False)
     _holder: str | None = attrs.field(default=None, init=False, repr=False)
     _teller: ReasoningLossTeller | None = attrs.field(default=None, init=False, repr=False)
+    _asker: str | None = attrs.field(default=None, init=False, repr=False)
     removed: bool = attrs.field(default=False, init=False)
+
+    @live.default
+    def _make_hub(self) -> ReasoningHub:
+        return ReasoningHub(self.name, lambda: self.on_reasoning)
+
+    def reasoning_stream(self) -> AsyncIterator[ReasoningEvent]:
+        """The agent's live reasoning as it streams: ``reasoning`` events carry increments.
+
+        The first event is a ``partial`` (the call's text so far) when a call is streaming;
+        ``reset`` means a retry or a resumed turn, ``done`` that the reply is recorded (its
+        reasoning is then read durably, ``read_reasoning``). Nothing is stored.
+        """
+        return self.live.subscribe()
 
     @property
     def context(self) -> ContextManager:
@@ -266,8 +294,12 @@ class Agent:
         """The store's hold on this agent for one turn (see ``Store.hold``)."""
         return self.context.hold(timeout=self._hold_timeout, holder=self._holder)
 
-    async def run_turn(self, trigger: object) -> TurnResult:
+    async def run_turn(self, trigger: object, *, asker: str | None = None) -> TurnResult:
         """Run one turn: store ``trigger`` as the user's message and loop until no tool is called.
+
+        ``asker`` names who asked (a principal of the console); the trigger, its tool results
+        and its replies record it in ``metadata.extra["asker"]``, and only the asker and the
+        owner may read the turn's reasoning there.
 
         The whole turn runs inside the store's hold on the agent: a host running the same agent
         meanwhile (another process or machine) waits for it, then goes on from what this turn
@@ -287,10 +319,10 @@ class Agent:
                 "content; nothing was stored"
             )
         async with self._lock, self._hold():
-            self._open()
+            self._open(asker)
             try:
                 held = self._store_held()
-                self.context.add_message("user", blocks)
+                self.context.add_message("user", blocks, metadata=self._asked())
                 return await self._loop(held)
             finally:
                 self._close()
@@ -308,7 +340,8 @@ class Agent:
             open_calls = _unanswered(tail)
             if not open_calls and not _awaits_answer(tail):
                 return None
-            self._open()
+            self._open(_asker_of(tail))
+            self.live.reset()
             try:
                 if open_calls:
                     self.context.add_message(
@@ -319,6 +352,7 @@ class Agent:
                             )
                             for c in open_calls
                         ],
+                        metadata=self._asked(),
                     )
                     log.warning("turn_resumed", agent=self.name, rolled_back=len(open_calls))
                 return await self._loop(self._store_held())
@@ -329,12 +363,40 @@ class Agent:
         _, head = self.context.branch_head()
         return max(0, head - 64)
 
-    def _open(self) -> None:
+    def _open(self, asker: str | None) -> None:
         key, head = self.context.branch_head()
         self._turn = Turn(branch_key=key, head_sequence=head)
+        self._asker = asker
+
+    def _asked(self) -> MessageMeta | None:
+        """The metadata of the turn's messages: who asked, when someone did."""
+        return MessageMeta(extra={ASKER_KEY: self._asker}) if self._asker else None
+
+    async def _call(self, result: CompileResult) -> tuple[object, MessageId]:
+        """Stream one call (its thinking to the live hub) and record the reply."""
+        client = self._client
+        if client is None:
+            raise AgentNotRegistered(self.name)
+        self.live.begin(result.compile_id, self._asker)
+        reply: MessageId | None = None
+        try:
+            message = await stream_call(
+                client,
+                result.request,
+                compile_id=result.compile_id,
+                agent=self.name,
+                retry=self._retry,
+                live=self.live,
+            )
+            extra: Mapping[str, object] = {ASKER_KEY: self._asker} if self._asker else {}
+            reply = self.context.record_reply(message, result, extra=extra)
+        finally:
+            self.live.end(reply)
+        return message, reply
 
     def _close(self) -> None:
         self._turn = None
+        self._asker = None
         if self._deferred and self._round_open():
             # A turn that failed between a tool call and its results: a notice stored now would
             # stand between them. It waits for the next boundary (resume_turn or the next turn).
@@ -351,9 +413,6 @@ class Agent:
     async def _loop(self, stored: list[MessageId]) -> TurnResult:
         """Call the model until it stops calling tools; ``stored`` are the notices the turn
         already stored as it opened (lines held from outside a turn)."""
-        client = self._client
-        if client is None:
-            raise AgentNotRegistered(self.name)
         cm = self.context
         replies: list[MessageId] = []
         calls: list[ToolCall] = []
@@ -364,14 +423,8 @@ class Agent:
         for _ in range(MAX_CALLS_PER_TURN):
             result = await cm.compile_async(self.head)
             changes.extend(result.appended)
-            message = await stream_call(
-                client,
-                result.request,
-                compile_id=result.compile_id,
-                agent=self.name,
-                retry=self._retry,
-            )
-            replies.append(cm.record_reply(message, result))
+            message, reply = await self._call(result)
+            replies.append(reply)
             usage.append(self._log_usage(message, result))
             self._tell_drops(message, result)
             stop_reason = getattr(message, "stop_reason", None)
@@ -384,7 +437,7 @@ class Agent:
                 ToolCall(u.id, u.name, dict(u.input), bool(r.is_error))
                 for u, r in zip(uses, results, strict=True)
             )
-            cm.add_message("user", results)
+            cm.add_message("user", results, metadata=self._asked())
             notices.extend(self._flush())
         else:
             log.warning("turn_call_limit", agent=self.name, calls=MAX_CALLS_PER_TURN)
@@ -430,6 +483,15 @@ def _awaits_answer(messages: Sequence[Any]) -> bool:
         if message.role != "system" and message.metadata.kind != SUMMARY_KIND:
             return bool(message.role == "user")
     return False
+
+
+def _asker_of(messages: Sequence[Any]) -> str | None:
+    """Who asked the turn the newest user message belongs to (``None``: nobody recorded)."""
+    for message in reversed(messages):
+        if message.role == "user":
+            asker = message.metadata.extra.get(ASKER_KEY)
+            return asker if isinstance(asker, str) else None
+    return None
 
 
 def _unanswered(messages: Sequence[Any]) -> list[ToolUseBlock]:

@@ -125,9 +125,7 @@ class Runtime:
         context.on_thinking_strip(hear)
         context.on_reply_recorded(agent._reply_recorded)
         context.on_branch_deleted(forget)
-        context.on_thinking_restored(
-            lambda replies, key: teller.restored(agent.name, key, replies)
-        )
+        context.on_thinking_restored(lambda replies, key: teller.restored(agent.name, key, replies))
 
     def remove(self, name: str) -> Agent:
         """Forget an agent: no told state stays, and its late compiles tell nothing.
