@@ -183,3 +183,12 @@ class StoreUnavailable(ContextManagerError, ConnectionError):
             f"{where}: the database server is unavailable ({why}); nothing of this call was "
             "written, retry once the server is back"
         )
+
+
+class TokensFileError(ContextManagerError, ValueError):
+    """The console's tokens file cannot be used; the message names the file, the line and why."""
+
+    def __init__(self, where: str, line: int, why: str) -> None:
+        self.where = where
+        self.line = line
+        super().__init__(f"{where}, line {line}: {why}")

@@ -27,7 +27,7 @@ from ._capture import (
     text_digest,
     warn_if_reasoning_unconfigured,
 )
-from ._live import LiveKind, LiveReasoning, ReasoningEvent
+from ._live import LiveKind, LiveReasoning, LiveSubscription, ReasoningEvent
 from ._store import (
     APPLICATION_ID,
     ENVELOPE_VERSION,
@@ -59,6 +59,7 @@ __all__ = [
     "Clock",
     "LiveKind",
     "LiveReasoning",
+    "LiveSubscription",
     "MemoryReasoningStore",
     "PartStatus",
     "ReasoningCapture",

@@ -7,7 +7,6 @@ here is stored: the durable record of reasoning is the audit sidecar.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Literal, Protocol, TypeAlias
 
 import attrs
@@ -48,6 +47,16 @@ class ReasoningEvent:
 class LiveReasoning(Protocol):
     """A source of one agent's live reasoning (the runtime's ``ReasoningHub`` is one)."""
 
-    def subscribe(self) -> AsyncIterator[ReasoningEvent]:
+    def subscribe(self) -> LiveSubscription:
         """Events from now on; the first is a ``partial`` when a call is streaming."""
         ...
+
+
+class LiveSubscription(Protocol):
+    """Events of one subscriber, until ``aclose()``."""
+
+    def __aiter__(self) -> LiveSubscription: ...
+
+    async def __anext__(self) -> ReasoningEvent: ...
+
+    async def aclose(self) -> None: ...

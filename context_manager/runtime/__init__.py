@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ._agent import CALL_USAGE_EVENT, Agent, Turn, TurnResult
 from ._calls import LiveSink, RetryPolicy
-from ._live import LIVE_BUFFER_CHARS, SUBSCRIBER_BACKLOG, ReasoningHub, ReasoningSink
+from ._live import LIVE_BUFFER_CHARS, SUBSCRIBER_BACKLOG, ReasoningHub, ReasoningSink, Subscription
 from ._runtime import Runtime, check_agent_name
 from ._tools import ToolCall, ToolFunction
 
@@ -18,6 +18,7 @@ __all__ = [
     "ReasoningSink",
     "RetryPolicy",
     "Runtime",
+    "Subscription",
     "ToolCall",
     "ToolFunction",
     "Turn",

@@ -36,13 +36,12 @@ from context_manager._model._messages import (
 from context_manager._model._results import CompileResult
 from context_manager._model._usage import CallUsage, usage_of
 from context_manager._reasoning._capture import ReasoningCapture
-from context_manager._reasoning._live import ReasoningEvent
 from context_manager._store._hold import Hold
 from context_manager._store._protocol import branch_key
 from notices import ReasoningLossTeller, TurnState
 
 from ._calls import RetryPolicy, stream_call
-from ._live import ReasoningHub, ReasoningSink
+from ._live import ReasoningHub, ReasoningSink, Subscription
 from ._tools import ToolCall, ToolFunction, run_tool
 
 log = library_logger("context_manager.runtime")
@@ -127,12 +126,13 @@ class Agent:
     def _make_hub(self) -> ReasoningHub:
         return ReasoningHub(self.name, lambda: self.on_reasoning)
 
-    def reasoning_stream(self) -> AsyncIterator[ReasoningEvent]:
+    def reasoning_stream(self) -> Subscription:
         """The agent's live reasoning as it streams: ``reasoning`` events carry increments.
 
         The first event is a ``partial`` (the call's text so far) when a call is streaming;
         ``reset`` means a retry or a resumed turn, ``done`` that the reply is recorded (its
-        reasoning is then read durably, ``read_reasoning``). Nothing is stored.
+        reasoning is then read durably, ``read_reasoning``). Nothing is stored. Subscribed at
+        once; ``aclose()`` it (or ``async with`` it) when done.
         """
         return self.live.subscribe()
 

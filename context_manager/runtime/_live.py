@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 
 from context_manager._model._log import library_logger
 from context_manager._model._messages import MessageId
@@ -50,6 +50,39 @@ class _Subscriber:
                 return
         self.pending.append(event)
         self.ready.set()
+
+
+class Subscription:
+    """One subscriber's events: an async iterator (and async context manager) that ends only
+    when closed."""
+
+    def __init__(self, hub: ReasoningHub, subscriber: _Subscriber) -> None:
+        self._hub, self._subscriber = hub, subscriber
+        self.closed = False
+
+    def __aiter__(self) -> Subscription:
+        return self
+
+    async def __anext__(self) -> ReasoningEvent:
+        subscriber = self._subscriber
+        while not subscriber.pending:
+            if self.closed:
+                raise StopAsyncIteration
+            subscriber.ready.clear()
+            await subscriber.ready.wait()
+        return subscriber.pending.popleft()
+
+    async def aclose(self) -> None:
+        """Leave the hub; a waiting ``__anext__`` ends."""
+        self.closed = True
+        self._hub._leave(self._subscriber)
+        self._subscriber.ready.set()
+
+    async def __aenter__(self) -> Subscription:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.aclose()
 
 
 class ReasoningHub:
@@ -93,23 +126,21 @@ class ReasoningHub:
         """A console starts (``True``) or stops serving the agent: keep a buffer meanwhile."""
         self._served = max(0, self._served + (1 if on else -1))
 
-    async def subscribe(self) -> AsyncIterator[ReasoningEvent]:
+    def subscribe(self) -> Subscription:
         """Events from now on, the first a ``partial`` when a call is streaming (catch-up).
 
-        Stop by leaving the ``async for`` (or ``aclose()``); the subscription ends there.
+        Registered at once (nothing published after this call is missed). Stop with
+        ``aclose()`` or by leaving an ``async with``; until then the hub keeps its events.
         """
         subscriber = _Subscriber()
         first = self.partial()
         if first is not None:
             subscriber.pending.append(first)
         self._subscribers.append(subscriber)
-        try:
-            while True:
-                while subscriber.pending:
-                    yield subscriber.pending.popleft()
-                subscriber.ready.clear()
-                await subscriber.ready.wait()
-        finally:
+        return Subscription(self, subscriber)
+
+    def _leave(self, subscriber: _Subscriber) -> None:
+        if subscriber in self._subscribers:
             self._subscribers.remove(subscriber)
 
     # what the runtime tells it
