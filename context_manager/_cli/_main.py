@@ -21,6 +21,7 @@ from context_manager._model._errors import ContextManagerError
 from ._db import SIDECAR_SUFFIX, CliError
 from ._demo import run_demo
 from ._run import run_session
+from ._serve import add_serve_commands, demo_then_serve
 from ._transcript import show_transcript
 
 PROG = "context-manager"
@@ -53,6 +54,8 @@ def _color(out: TextIO) -> bool:
 
 
 def _demo(args: argparse.Namespace, out: TextIO) -> int:
+    if args.serve:
+        return demo_then_serve(args, out, color=_color(out))
     return run_demo(args, out, color=_color(out))
 
 
@@ -125,9 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Read an agent's transcript (and its [reasoning] notices) from a database "
         "without writing to it.",
     )
-    transcript.add_argument(
-        "path", metavar="PATH", help="the SQLite file, or a postgresql:// URI"
-    )
+    transcript.add_argument("path", metavar="PATH", help="the SQLite file, or a postgresql:// URI")
     transcript.add_argument(
         "--agent", metavar="NAME", help="the agent (default: the only one in the file)"
     )
@@ -162,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
         ", when it exists)",
     )
     transcript.set_defaults(handler=_transcript)
+    add_serve_commands(commands, common, demo)
     return parser
 
 
