@@ -81,7 +81,7 @@ def usage_chart(turns: Sequence[TurnUsage]) -> str:
     overall = f"{read / total:.0%}" if total else "0%"
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" class="usage" role="img" '
-        f'width="{max(width, 320)}" height="{TOP + HEIGHT + BOTTOM + 16}" '
+        f'width="{max(width, 560)}" height="{TOP + HEIGHT + BOTTOM + 16}" '
         f'aria-label="tokens per turn; cache read share {overall}">'
         f"<title>tokens per turn; cache read share of all input: {overall}</title>"
         f"{''.join(body)}"

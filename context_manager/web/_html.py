@@ -32,7 +32,7 @@ pre.reasoning,#live-text{white-space:pre-wrap;background:#fafafa;border:1px soli
 SCRIPT = """
 for (const button of document.querySelectorAll('button.show-reasoning')) {
   button.addEventListener('click', async () => {
-    const out = button.nextElementSibling;
+    const out = button.parentElement.querySelector('pre.reasoning');
     const r = await fetch(button.dataset.url, {credentials: 'same-origin'});
     if (!r.ok) { out.textContent = 'not available (' + r.status + ')'; out.hidden = false; return; }
     const body = await r.json();
