@@ -153,8 +153,8 @@ async def test_the_console_shows_a_demo_transcript_with_every_line_form_and_mark
                     "return [...document.querySelectorAll('#transcript .line')]"
                     ".map(e => e.classList[1])",
                 )
-                text += await asyncio.to_thread(
-                    driver.execute_script, "return document.body.innerText"
+                text += await asyncio.to_thread(  # closed rounds' words too
+                    driver.execute_script, "return document.body.textContent"
                 )
             rounds = await asyncio.to_thread(
                 driver.execute_script, "return document.querySelectorAll('details.round').length"
@@ -182,6 +182,10 @@ async def test_the_console_shows_a_demo_transcript_with_every_line_form_and_mark
         "signed …",
         "left out",
         "released",
+        "dropped (prefix)",
+        "dropped (organization)",
+        "dropped (model)",
+        "omitted",
         "tool_addition + grep",
         "fold summary",
         "Tokens per turn",

@@ -64,6 +64,7 @@ from ._log import (
 )
 from ._messages import (
     ASKER_KEY,
+    DROPPED_KEY,
     REASONING_LOSS_KIND,
     ROLES,
     MessageId,
@@ -88,6 +89,7 @@ from ._usage import USAGE_FIELDS, USAGE_KEY, CallUsage, reply_extra, usage_of
 __all__ = [
     "ASKER_KEY",
     "CACHE_CONTROL_KEY",
+    "DROPPED_KEY",
     "HEAD_COMPONENTS",
     "JSON",
     "REASONING_LOSS_KIND",

@@ -147,6 +147,7 @@ class AgentNotRegistered(ContextManagerError, RuntimeError):
 class CommandLineError(ContextManagerError, ValueError):
     """The command line cannot use its input (a path, a name); the message says why."""
 
+
 class AgentBusy(ContextManagerError, TimeoutError):
     """Another connection, process or host held the agent past the timeout.
 

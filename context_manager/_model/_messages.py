@@ -34,6 +34,10 @@ ASKER_KEY = "asker"
 ``run_turn(..., asker=...)``): the trigger, its tool results and its replies carry it. The live
 view shows a reply's reasoning only to its asker and the owner."""
 
+DROPPED_KEY = "dropped"
+"""The ``metadata.extra`` key of a reply recorded by the runtime listing the thinking blocks the
+provider dropped from the request that produced it: ``[reply id, block, reason]`` each."""
+
 
 def _dict(value: dict[str, Any] | None) -> dict[str, Any]:
     return dict(value) if value else {}  # always a new dict; an empty one is not copied

@@ -20,6 +20,7 @@ from typing import Any, Literal
 import anthropic
 import attrs
 
+from context_manager._binding._drops import parse_input_transformations, place_thinking_drops
 from context_manager._compile._fold import SUMMARY_KIND
 from context_manager._compile._strategies import Passthrough, Strategy
 from context_manager._manager import ContextManager
@@ -29,6 +30,7 @@ from context_manager._model._head import Head, ThinkingBinding
 from context_manager._model._log import library_logger
 from context_manager._model._messages import (
     ASKER_KEY,
+    DROPPED_KEY,
     REASONING_LOSS_KIND,
     MessageId,
     MessageMeta,
@@ -388,11 +390,20 @@ class Agent:
                 retry=self._retry,
                 live=self.live,
             )
-            extra: Mapping[str, object] = {ASKER_KEY: self._asker} if self._asker else {}
-            reply = self.context.record_reply(message, result, extra=extra)
+            reply = self.context.record_reply(
+                message, result, extra=self._reply_extra(message, result)
+            )
         finally:
             self.live.end(reply)
         return message, reply
+
+    def _reply_extra(self, message: object, result: CompileResult) -> Mapping[str, object]:
+        """What a reply records beside its usage: the turn's asker and the call's drops."""
+        extra: dict[str, object] = {ASKER_KEY: self._asker} if self._asker else {}
+        dropped = _dropped(message, result)
+        if dropped:
+            extra[DROPPED_KEY] = dropped
+        return extra
 
     def _close(self) -> None:
         self._turn = None
@@ -483,6 +494,20 @@ def _awaits_answer(messages: Sequence[Any]) -> bool:
         if message.role != "system" and message.metadata.kind != SUMMARY_KIND:
             return bool(message.role == "user")
     return False
+
+
+def _dropped(message: object, result: CompileResult) -> list[list[object]]:
+    """The provider's drops in this call's request placed on stored replies (no store read):
+    ``[reply id, block, reason]`` each, for the console's markers."""
+    try:
+        drops = parse_input_transformations(message, quiet=True)
+        placed = place_thinking_drops(drops, result.provenance) if drops else None
+    except Exception as err:  # a report that cannot be read is placed (and logged) later
+        log.debug("drops_not_noted", error=repr(err))
+        return []
+    if placed is None:
+        return []
+    return [[d.message_id, d.block, d.reason] for d in placed.replies if d.block is not None]
 
 
 def _asker_of(messages: Sequence[Any]) -> str | None:

@@ -98,6 +98,8 @@ def marker_html(found: Marker) -> str:
     words = [found.kind, f"signed …{found.tail}" if found.signed else "unsigned"]
     if found.omitted:
         words.append("omitted")
+    if found.dropped:
+        words.append(f"dropped ({found.dropped})")
     if found.state:
         words.append(found.state)
     state = f' data-state="{text(found.state)}"' if found.state else ""

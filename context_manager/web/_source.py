@@ -1,8 +1,9 @@
 """Where the console reads from: agents, their transcripts, and (in-process) live reasoning.
 
-Invariants: reading never writes (a transcript is read in chunks of ``READ_CHUNK`` messages with
-the branch's binding record, so memory stays flat); an agent's context manager is opened once
-and kept; live reasoning exists only for agents whose runtime runs in this process.
+Invariants: reading never writes (a transcript is read in chunks of ``READ_CHUNK`` messages, with
+the branch's binding record and the releases of the replies read); an agent's context manager
+is opened once and kept; live reasoning exists only for agents whose runtime runs in this
+process.
 """
 
 from __future__ import annotations
@@ -12,12 +13,13 @@ from typing import Protocol
 
 from context_manager._manager import ContextManager
 from context_manager._model._content import RedactedThinkingBlock, ThinkingBlock
+from context_manager._model._messages import MessageId, StoredMessage
 from context_manager._reasoning._capture import ReasoningCapture
 from context_manager._reasoning._live import LiveReasoning
 from context_manager._reasoning._store import ReasoningStore
-from context_manager._store._protocol import BranchRecord, Store
+from context_manager._store._protocol import BranchRecord, Release, Store
 
-from ._view import Line, TranscriptView, build_view, line_of
+from ._view import TranscriptView, build_view, dropped_spots, line_of
 
 READ_CHUNK = 500
 """Messages read per step when a transcript page is built."""
@@ -101,9 +103,11 @@ def pick_branch(cm: ContextManager, wanted: str | None) -> BranchRecord | None:
 
 
 def read_transcript(cm: ContextManager, record: BranchRecord) -> TranscriptView:
-    """The branch's transcript as a view: markers from its binding record and releases."""
+    """The branch's transcript as a view: markers from its binding record, its releases and
+    the drops its replies recorded. Reads the branch in chunks of ``READ_CHUNK``."""
     binding = cm.store.binding_record(cm.namespace, record.key, releases=False)
-    lines: list[Line] = []
+    messages: list[StoredMessage] = []
+    releases: dict[MessageId, Release] = {}
     after: int | None = None
     while True:
         chunk = cm.messages(branch=record.ref.name, since=after, limit=READ_CHUNK)
@@ -112,9 +116,11 @@ def read_transcript(cm: ContextManager, record: BranchRecord) -> TranscriptView:
             for m in chunk
             if any(isinstance(b, ThinkingBlock | RedactedThinkingBlock) for b in m.content)
         ]
-        releases = cm.store.releases(cm.namespace, record.key, thinking) if thinking else {}
-        lines.extend(line_of(m, binding.left_out, releases) for m in chunk)
+        if thinking:
+            releases.update(cm.store.releases(cm.namespace, record.key, thinking))
+        messages.extend(chunk)
         if len(chunk) < READ_CHUNK:
             break
         after = chunk[-1].sequence
-    return build_view(lines)
+    dropped = dropped_spots(messages)
+    return build_view(line_of(m, binding.left_out, releases, dropped) for m in messages)

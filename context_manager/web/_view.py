@@ -27,6 +27,7 @@ from context_manager._model._content import (
 )
 from context_manager._model._messages import (
     ASKER_KEY,
+    DROPPED_KEY,
     HEAD_CHANGE_KIND,
     REASONING_LOSS_KIND,
     MessageId,
@@ -59,6 +60,13 @@ class Marker:
     tail: str
     omitted: bool
     state: str | None
+    dropped: str | None = None
+    """The provider's reason when it dropped the block from a later request (``prefix``,
+    ``model``, ``organization``, ``end_user``), else ``None``."""
+
+
+Spot: TypeAlias = tuple[MessageId, int]
+"""``(reply id, block index)``."""
 
 
 @attrs.frozen
@@ -137,8 +145,9 @@ def marker(
     message: StoredMessage,
     index: int,
     block: ThinkingBlock | RedactedThinkingBlock,
-    left_out: frozenset[tuple[MessageId, int]],
+    left_out: frozenset[Spot],
     release: Release | None,
+    dropped: Mapping[Spot, str] | None = None,
 ) -> Marker:
     """The marker of block ``index`` of ``message``."""
     record = reasoning_record(block)
@@ -158,7 +167,10 @@ def marker(
     elif (message.id, index) in left_out:
         state = "left out"
     tail = clean(signature.rstrip("=")[-SIGNATURE_TAIL:]) if signature else ""
-    return Marker(kind, bool(signature), tail, omitted, state)
+    reason = (dropped or {}).get((message.id, index))
+    if reason is not None:
+        reason = reason.removesuffix("_binding_mismatch")
+    return Marker(kind, bool(signature), tail, omitted, state, reason)
 
 
 def _readable(block: Block) -> bool:
@@ -191,14 +203,16 @@ def part_of(
     message: StoredMessage,
     index: int,
     block: Block,
-    left_out: frozenset[tuple[MessageId, int]],
+    left_out: frozenset[Spot],
     release: Release | None,
+    dropped: Mapping[Spot, str] | None = None,
 ) -> Part:
     """One block as the console shows it."""
     if isinstance(block, TextBlock):
         return Part("text", clean(block.text))
     if isinstance(block, ThinkingBlock | RedactedThinkingBlock):
-        return Part("thinking", marker=marker(message, index, block, left_out, release))
+        found = marker(message, index, block, left_out, release, dropped)
+        return Part("thinking", marker=found)
     if isinstance(block, ToolUseBlock):
         arguments = json.dumps(block.input, ensure_ascii=False, separators=(",", ":"))
         return Part("call", f"{clean(block.name)}({short(arguments)})")
@@ -246,15 +260,27 @@ def form_of(message: StoredMessage) -> str:
     return str(message.role)
 
 
+def dropped_spots(messages: Iterable[StoredMessage]) -> dict[Spot, str]:
+    """The blocks the provider dropped, by reason, from what the replies recorded."""
+    spots: dict[Spot, str] = {}
+    for message in messages:
+        for entry in message.metadata.extra.get(DROPPED_KEY) or ():
+            if isinstance(entry, list) and len(entry) == 3 and isinstance(entry[1], int):
+                spots[(str(entry[0]), entry[1])] = str(entry[2])
+    return spots
+
+
 def line_of(
     message: StoredMessage,
-    left_out: frozenset[tuple[MessageId, int]],
+    left_out: frozenset[Spot],
     releases: Mapping[MessageId, Release],
+    dropped: Mapping[Spot, str] | None = None,
 ) -> Line:
     """One message as a ``Line``."""
     release = releases.get(message.id)
     parts = tuple(
-        part_of(message, i, block, left_out, release) for i, block in enumerate(message.content)
+        part_of(message, i, block, left_out, release, dropped)
+        for i, block in enumerate(message.content)
     )
     form = form_of(message)
     asker = message.metadata.extra.get(ASKER_KEY)
