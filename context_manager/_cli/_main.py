@@ -171,7 +171,7 @@ def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        return version("context-manager")
+        return version("thinking-context-manager")
     except PackageNotFoundError:  # pragma: no cover - run from a source tree without install
         return "unknown"
 

@@ -108,7 +108,7 @@ class OverBudget(ContextManagerError, ValueError):
 class InFlightThinkingInvalid(ContextManagerError, ValueError):
     """The open tool round's assistant message carries thinking the rules say now fails.
 
-    That message may not be altered (VENDOR_RULES 6: a 400), and with
+    That message may not be altered (provider rule 6: a 400), and with
     ``ThinkingBinding(drop_block=False)`` the provider would refuse it too.
     """
 

@@ -68,7 +68,7 @@ if TYPE_CHECKING:
 
 log = library_logger("context_manager.store")
 
-INSTALL_HINT = "PostgresStore needs psycopg 3: pip install 'context-manager[postgres]'"
+INSTALL_HINT = "PostgresStore needs psycopg 3: pip install 'thinking-context-manager[postgres]'"
 
 
 @attrs.define
@@ -100,7 +100,8 @@ class PostgresStore:
     The tables live in the connection's current schema (``search_path``), one store per schema.
 
     Raises:
-        ImportError: psycopg is not installed (``pip install 'context-manager[postgres]'``).
+        ImportError: psycopg is not installed
+            (``pip install 'thinking-context-manager[postgres]'``).
         StoreUnavailable: the server cannot be reached.
         NotADatabase: the schema holds tables this library did not write.
         SchemaTooNew: the schema was written by a newer version; nothing was written.

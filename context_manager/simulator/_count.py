@@ -161,10 +161,11 @@ def answer_count(
 ) -> dict[str, Any]:
     """The ``count_tokens`` answer: the request validated and its thinking checked as a call's.
 
-    The binding check runs as for ``POST /v1/messages`` (VENDOR_RULES [PT]): in error mode a
-    failing block is the same 400; blocks a drop-mode call would remove are not counted. Fault
-    knobs are never consumed (they belong to calls). ``check_issued(body)`` runs after
-    validation (the simulator's open-tool-loop check, VENDOR_RULES 6).
+    The binding check runs as for ``POST /v1/messages`` (the provider's Preserved thinking
+    page): in error mode a failing block is the same 400; blocks a drop-mode call would remove
+    are not counted. Fault knobs are never consumed (they belong to calls).
+    ``check_issued(body)`` runs after validation (the simulator's open-tool-loop check,
+    provider rule 6).
 
     Raises:
         InvalidRequest: a field ``count_tokens`` does not take, or anything a call would refuse.

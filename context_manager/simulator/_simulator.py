@@ -102,12 +102,12 @@ class Simulator:
         key: the HMAC key signatures are made and checked with.
         model_families: model id to family name; models of one family read each other's blocks
             (on top of ``readability``). A model not listed is its own family.
-        readability: ``readable(reader, producer) -> bool``, the model check (VENDOR_RULES 8-9).
+        readability: ``readable(reader, producer) -> bool``, the model check (provider rules 8-9).
             Default: the documented table (``documented_readability``); a model always reads
             its own blocks and anything undocumented is unreadable. An unreadable block is
             always dropped (``model_binding_mismatch``), never a 400.
         prefix_check: ``runs_check(model) -> bool``, whether the requested model runs the
-            prefix and order checks (VENDOR_RULES 10). Default: the documented list
+            prefix and order checks (provider rule 10). Default: the documented list
             (``documented_prefix_check``): Mythos 5.1 and models before Fable 5.1 do not (their
             requests report only model-check drops); any other id does.
         enforced: the account enforces the prefix check (an account created on or after
@@ -174,7 +174,7 @@ class Simulator:
     @property
     def organization(self) -> str:
         """The organization requests are made under. Setting it makes every block produced
-        under another one drop with ``organization_binding_mismatch`` (VENDOR_RULES 11)."""
+        under another one drop with ``organization_binding_mismatch`` (provider rule 11)."""
         return self._verifier.organization
 
     @organization.setter
@@ -185,7 +185,7 @@ class Simulator:
     @property
     def end_user(self) -> str:
         """The end user requests are made for. Setting it makes every block produced for another
-        one drop with ``end_user_binding_mismatch`` (VENDOR_RULES 11)."""
+        one drop with ``end_user_binding_mismatch`` (provider rule 11)."""
         return self._verifier.end_user
 
     @end_user.setter
@@ -283,7 +283,7 @@ class Simulator:
         Raises:
             InvalidRequest: the API would refuse the request (its message says why), including
                 an empty, malformed or foreign signature, or altered thinking in an open
-                tool loop (VENDOR_RULES 6).
+                tool loop (provider rule 6).
         """
         body, betas = split_betas(request)
         validate_request(body, betas, self.system_message_models)
