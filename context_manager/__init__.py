@@ -61,7 +61,13 @@ from ._model._errors import (
 )
 from ._model._head import Head, ThinkingBinding
 from ._model._log import LibraryLogger, library_logger
-from ._model._messages import REASONING_LOSS_KIND, MessageId, MessageMeta, StoredMessage
+from ._model._messages import (
+    ASKER_KEY,
+    REASONING_LOSS_KIND,
+    MessageId,
+    MessageMeta,
+    StoredMessage,
+)
 from ._model._readability import (
     PrefixCheck,
     Readability,
@@ -81,6 +87,7 @@ from ._store._protocol import BranchRecord, BranchRef, Store, branch_key
 from ._store._sqlite import SQLiteStore
 
 __all__ = [
+    "ASKER_KEY",
     "REASONING_LOSS_KIND",
     "AgentBusy",
     "AgentNotFound",

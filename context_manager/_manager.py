@@ -525,11 +525,17 @@ class ContextManager:
         return result
 
     def record_reply(
-        self, message: object, result: CompileResult, *, appended: Sequence[object] = ()
+        self,
+        message: object,
+        result: CompileResult,
+        *,
+        appended: Sequence[object] = (),
+        extra: Mapping[str, Any] | None = None,
     ) -> MessageId:
         """Store an assistant reply and stamp its thinking. See ``Compiler.record_reply``.
 
-        Then calls the ``on_reply_recorded`` observers.
+        ``extra`` joins the reply's ``metadata.extra`` (beside its usage; the runtime records
+        the turn's asker there). Then calls the ``on_reply_recorded`` observers.
 
         Raises:
             InvalidType: ``message`` is a bare string (a reply is the SDK message, the response
@@ -537,7 +543,7 @@ class ContextManager:
             InvalidContent: a malformed block; nothing is written.
         """
         _check_reply(message, result)
-        message_id = self._compiler.record_reply(message, result, appended=appended)
+        message_id = self._compiler.record_reply(message, result, appended=appended, extra=extra)
         for observer in list(self._reply_observers):
             try:
                 observer(message_id, result)

@@ -23,6 +23,7 @@ from ._demo import run_demo
 from ._gateway import add_gateway, serve_gateway
 from ._otel import OTEL_CHOICES
 from ._run import run_session
+from ._serve import add_serve_commands, demo_then_serve
 from ._transcript import show_transcript
 
 PROG = "context-manager"
@@ -55,6 +56,8 @@ def _color(out: TextIO) -> bool:
 
 
 def _demo(args: argparse.Namespace, out: TextIO) -> int:
+    if args.serve:
+        return demo_then_serve(args, out, color=_color(out))
     return run_demo(args, out, color=_color(out))
 
 
@@ -174,6 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     transcript.set_defaults(handler=_transcript)
     add_gateway(commands, common, _gateway)
+    add_serve_commands(commands, common, demo)
     return parser
 
 

@@ -1010,7 +1010,12 @@ class Compiler:
 
     # replies
     def record_reply(
-        self, message: object, result: CompileResult, *, appended: Sequence[object]
+        self,
+        message: object,
+        result: CompileResult,
+        *,
+        appended: Sequence[object],
+        extra: Mapping[str, Any] | None = None,
     ) -> MessageId:
         """Store an assistant reply, stamping each thinking block against what produced it.
 
@@ -1056,7 +1061,7 @@ class Compiler:
             result.branch,
             "assistant",
             blocks,
-            MessageMeta(extra=reply_extra(message)),
+            MessageMeta(extra={**(extra or {}), **reply_extra(message)}),
             stamp=stamp,
             signatures=signatures,
         )

@@ -263,3 +263,10 @@ class TelemetryUnavailable(ContextManagerError, ImportError):
             "tracer_provider= needs the OpenTelemetry API: install context-manager[otel] "
             "(and an SDK of your choice, e.g. opentelemetry-sdk), or leave tracer_provider unset"
         )
+class TokensFileError(ContextManagerError, ValueError):
+    """The console's tokens file cannot be used; the message names the file, the line and why."""
+
+    def __init__(self, where: str, line: int, why: str) -> None:
+        self.where = where
+        self.line = line
+        super().__init__(f"{where}, line {line}: {why}")
