@@ -1001,13 +1001,16 @@ class Compiler:
         # shedding comes before a jump (SPEC 7): start where the newest reply was made, as the
         # branch that made it would (a fork's first compile, or a first budget), and let the
         # compile shed, then jump only if that is not enough (issue 28 item 2)
-        made_at = self._made_at(
-            newest_reply, spans, base, None if open_round or self.sheds() else cap
-        )
+        made_at = self._made_at(newest_reply, spans, base, self._start_cap(open_round, cap))
         if made_at is not None:
             return made_at
         anchor = jump_anchor(spans[::-1], limit[0])
         return anchor if anchor is not None else base
+
+    def _start_cap(self, open_round: bool, cap: int) -> int | None:
+        """The cap a branch's start where its newest reply was made must fit: none for an
+        open round (it goes out as recorded) or when the compile sheds before jumping."""
+        return None if open_round or self.sheds() else cap
 
     def _open_round_start(self, lineage: Lineage, base: int) -> int | None:
         """Where the newest reply's window started when its tool round is open, else ``None``.
