@@ -308,3 +308,22 @@ def test_params_without_a_model_or_a_messages_list_are_refused_with_a_clear_erro
     with pytest.raises(ValueError, match="messages"):
         cm.reconcile({"model": "claude-opus-5-5", "messages": "hello"})
     assert cm.messages() == []
+
+
+async def test_a_window_that_starts_at_words_asked_twice_is_matched_where_it_continues(
+    sim: Simulator, store: Store
+) -> None:
+    cm = ContextManager.open(store, namespace="ada")
+    client = sim.client()
+    messages: list[dict[str, Any]] = []
+    for words in ("again", "other", "again"):
+        await turn(client, cm, messages, words)
+    del messages[:4]  # the window starts at the second "again"
+    result = await turn(client, cm, messages, "last")
+    done = cm.last_reconciliation
+    assert done is not None
+    assert done.rewound_to is None
+    assert done.host_fold is not None
+    assert cm.current_branch().name == "main"
+    assert [m["role"] for m in result.request["messages"]] == ["user", "assistant", "user"]
+    assert invalid_calls(sim) == []

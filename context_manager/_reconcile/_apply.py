@@ -20,7 +20,7 @@ from typing import Any, Protocol
 import attrs
 
 from context_manager._compile._fold import SUMMARY_KIND, covers_upto
-from context_manager._model._content import Block, to_blocks
+from context_manager._model._content import Block, UnknownBlock, to_blocks
 from context_manager._model._head import Head
 from context_manager._model._log import library_logger
 from context_manager._model._messages import (
@@ -41,6 +41,9 @@ log = library_logger("context_manager.reconcile")
 
 HOST_FOLD = "host_fold"
 """``metadata.extra`` flag of a summary stored for a host fold the library followed."""
+
+HOST_FOLD_MARK = "context_manager_host_fold"
+"""The block type of a followed host fold's summary when the framework wrote none (never sent)."""
 
 FRAMEWORK_MESSAGES = "framework_messages"
 """``metadata.extra`` key: the framework messages a followed host fold stands for."""
@@ -288,7 +291,11 @@ def _host_fold(
         for block in m["content"]
         if block.get("type") == "text" and str(block.get("text", "")).strip()
     ]
-    content: list[Block] = list(to_blocks("\n\n".join(texts))) if texts else []
+    # A window with no summary of the framework's own still needs a stored message: a marker
+    # block, which the summary's render (its text only) never sends.
+    content: list[Block] = (
+        list(to_blocks("\n\n".join(texts))) if texts else [UnknownBlock({"type": HOST_FOLD_MARK})]
+    )
     meta = MessageMeta(
         kind=SUMMARY_KIND,
         extra={"covers_upto": upto, HOST_FOLD: True, FRAMEWORK_MESSAGES: lead_wire},
