@@ -478,12 +478,21 @@ class ContextManager:
                 server-held ``thread`` (a ``ValueError``).
         """
         follow = isinstance(self.strategy, Passthrough) if follow_window is None else follow_window
+
+        def compile(head: Head, dry: bool) -> CompileResult:
+            return _for_the_sdk(self._compiler.compile(head, budget=None, dry_run=dry))
+
         done, result = reconcile_params(
-            self, params, follow_window=follow, dry_run=dry_run, boundary=boundary
+            self,
+            params,
+            compile=compile,
+            follow_window=follow,
+            dry_run=dry_run,
+            boundary=boundary,
         )
         if not dry_run:
             self.last_reconciliation = done
-        return result
+        return self._notify(result)
 
     def record_reply(
         self, message: object, result: CompileResult, *, appended: Sequence[object] = ()

@@ -163,6 +163,8 @@ async def test_a_sliding_window_is_followed_as_a_host_fold_and_reported_in_the_s
     assert [m["role"] for m in result.request["messages"]] == ["user", "assistant"] * 2 + ["user"]
     assert result.thinking_strip is not None
     assert result.thinking_strip.cause == "messages"
+    assert cm.last_reconciliation.covered == (cm.messages()[1].id,)  # the reply it dropped
+    assert len(result.thinking_strip.replies) == 3  # that one, and the two kept after the cut
     assert invalid_calls(sim) == []
     nxt = await turn(client, cm, messages, "five")
     assert cm.last_reconciliation.host_fold is None

@@ -15,12 +15,12 @@ framework list after a restart reconciles to the same request. A dry reconcile s
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeAlias
 
 import attrs
 
 from context_manager._compile._fold import SUMMARY_KIND, covers_upto
-from context_manager._model._content import Block, UnknownBlock, to_blocks
+from context_manager._model._content import Block, UnknownBlock, is_thinking, to_blocks
 from context_manager._model._head import Head
 from context_manager._model._log import library_logger
 from context_manager._model._messages import (
@@ -30,7 +30,7 @@ from context_manager._model._messages import (
     StoredMessage,
     check_role,
 )
-from context_manager._model._results import CompileResult
+from context_manager._model._results import CompileResult, ThinkingStrip
 from context_manager._store._protocol import BranchRef
 
 from ._align import Entry, Plan, plan
@@ -60,6 +60,9 @@ class Reconciliation:
         rewound_to: the branch a rewind started (the framework sent fewer messages), or ``None``.
         ignored: framework messages not stored: its own summary or dropped messages when the
             library manages the window.
+        covered: the replies whose thinking the host fold took (released: never sent again
+            on this branch), oldest first; the compile's strip reports them.
+        covered_blocks: how many thinking blocks they carry.
     """
 
     stored: tuple[MessageId, ...] = ()
@@ -67,6 +70,8 @@ class Reconciliation:
     host_fold: MessageId | None = None
     rewound_to: str | None = None
     ignored: int = 0
+    covered: tuple[MessageId, ...] = ()
+    covered_blocks: int = 0
 
 
 class ReconcileHost(Protocol):
@@ -86,6 +91,8 @@ class ReconcileHost(Protocol):
 
     def edit_message(self, message_id: MessageId, content: object) -> StoredMessage: ...
 
+    def release_thinking(self, message_id: MessageId, from_block: int = 0) -> None: ...
+
     def branch_at(self, message_id: MessageId, name: str) -> BranchRef: ...
 
     def switch_branch(self, name: str) -> BranchRef: ...
@@ -93,10 +100,6 @@ class ReconcileHost(Protocol):
     def current_branch(self) -> BranchRef: ...
 
     def list_branches(self) -> list[BranchRef]: ...
-
-    def compile(
-        self, head: Head, *, budget: int | None = None, dry_run: bool = False
-    ) -> CompileResult: ...
 
 
 @attrs.frozen
@@ -154,10 +157,16 @@ def _extends(side: _Side, framework: Sequence[Mapping[str, Any]]) -> Callable[[i
     return extends
 
 
+Compile: TypeAlias = Callable[[Head, bool], CompileResult]
+"""``compile(head, dry_run)``: the facade's compile, before its observers hear the strip (the
+facade tells them the strip reconcile returns, host fold included)."""
+
+
 def reconcile(
     host: ReconcileHost,
     params: Mapping[str, Any],
     *,
+    compile: Compile,
     follow_window: bool,
     dry_run: bool = False,
     boundary: Callable[[Reconciliation], None] | None = None,
@@ -182,11 +191,11 @@ def reconcile(
         extends=_extends(side, framework),
     )
     if dry_run:
-        return _dry(host, call, steps)
+        return _dry(compile, call, steps)
     done = _apply(host, call, side, steps, follow_window=follow_window)
     if boundary is not None:
         boundary(done)
-    result = host.compile(call.head)
+    result = with_covered(compile(call.head, False), done)
     if done != Reconciliation():
         log.info(
             "framework_reconciled",
@@ -201,10 +210,29 @@ def reconcile(
     return done, attrs.evolve(result, request=with_betas(result.request, call.betas))
 
 
+def with_covered(result: CompileResult, done: Reconciliation) -> CompileResult:
+    """``result`` whose strip also reports the replies a host fold took (they are the oldest, so
+    the cause, read at the first stripped block, is ``messages``)."""
+    if not done.covered:
+        return result
+    strip = result.thinking_strip
+    replies = done.covered + (strip.replies if strip is not None else ())
+    blocks = done.covered_blocks + (strip.blocks if strip is not None else 0)
+    merged = ThinkingStrip(
+        cause="messages",
+        changed=(),
+        replies=tuple(dict.fromkeys(replies)),
+        blocks=blocks,
+        branch=result.branch,
+        compile_id=result.compile_id,
+    )
+    return attrs.evolve(result, thinking_strip=merged)
+
+
 def _dry(
-    host: ReconcileHost, call: FrameworkCall, steps: Plan
+    compile: Compile, call: FrameworkCall, steps: Plan
 ) -> tuple[Reconciliation, CompileResult]:
-    result = host.compile(call.head, dry_run=True)
+    result = compile(call.head, True)
     request = dict(result.request)
     extra = [
         {"role": m["role"], "content": wire_content(m["content"])}
@@ -219,7 +247,7 @@ def _apply(
 ) -> Reconciliation:
     framework = call.messages
     rewound = _rewind(host, side, steps) if steps.rewind_after is not None else None
-    fold: MessageId | None = None
+    fold: _Fold | None = None
     if steps.fold_lead is not None:
         fold = _host_fold(host, side, framework[: steps.fold_lead], steps.fold_from)
     elif rewound is None and steps.rewind_after is not None and follow_window:
@@ -236,7 +264,11 @@ def _apply(
         role = check_role(message["role"])
         stored.append(host.add_message(role, to_blocks(message["content"])))
     ignored = 0 if follow_window else steps.lead
-    return Reconciliation(tuple(stored), edited, fold, rewound, ignored)
+    if fold is None:
+        return Reconciliation(tuple(stored), edited, None, rewound, ignored)
+    return Reconciliation(
+        tuple(stored), edited, fold.summary, rewound, ignored, fold.covered, fold.blocks
+    )
 
 
 def _edit(
@@ -275,12 +307,19 @@ def _rewind(host: ReconcileHost, side: _Side, steps: Plan) -> str | None:
     return name
 
 
+@attrs.frozen
+class _Fold:
+    summary: MessageId
+    covered: tuple[MessageId, ...]
+    blocks: int
+
+
 def _host_fold(
     host: ReconcileHost,
     side: _Side,
     lead: Sequence[Mapping[str, Any]],
     keep_from: int,
-) -> MessageId:
+) -> _Fold:
     """Store the summary of a host fold: it covers every stored message before ``keep_from``."""
     kept = side.sources[keep_from] if keep_from < len(side.sources) else None
     upto = kept.sequence - 1 if kept is not None else side.last_sequence
@@ -301,5 +340,19 @@ def _host_fold(
         extra={"covers_upto": upto, HOST_FOLD: True, FRAMEWORK_MESSAGES: lead_wire},
     )
     summary = host.add_message("user", content, metadata=meta)
-    log.info("host_fold_followed", summary=summary, covers_upto=upto, lead=len(lead_wire))
-    return summary
+    covered = [
+        m
+        for m in side.sources[:keep_from]
+        if m is not None and m.role == "assistant" and any(is_thinking(b) for b in m.content)
+    ]
+    for reply in covered:  # never sent again on this branch: the next strip reports them
+        host.release_thinking(reply.id)
+    blocks = sum(1 for m in covered for b in m.content if is_thinking(b))
+    log.info(
+        "host_fold_followed",
+        summary=summary,
+        covers_upto=upto,
+        lead=len(lead_wire),
+        released=len(covered),
+    )
+    return _Fold(summary, tuple(m.id for m in covered), blocks)
