@@ -35,6 +35,7 @@ from ._model._content import (
     blocks_to_wire,
     converter,
 )
+from ._model._editing import ClearThinking, ClearToolUses, ContextEditing
 from ._model._errors import (
     AgentBusy,
     AgentNotFound,
@@ -60,7 +61,13 @@ from ._model._errors import (
 )
 from ._model._head import Head, ThinkingBinding
 from ._model._log import LibraryLogger, library_logger
-from ._model._messages import REASONING_LOSS_KIND, MessageId, MessageMeta, StoredMessage
+from ._model._messages import (
+    ASKER_KEY,
+    REASONING_LOSS_KIND,
+    MessageId,
+    MessageMeta,
+    StoredMessage,
+)
 from ._model._readability import (
     PrefixCheck,
     Readability,
@@ -80,6 +87,7 @@ from ._store._protocol import BranchRecord, BranchRef, Store, branch_key
 from ._store._sqlite import SQLiteStore
 
 __all__ = [
+    "ASKER_KEY",
     "REASONING_LOSS_KIND",
     "AgentBusy",
     "AgentNotFound",
@@ -94,8 +102,11 @@ __all__ = [
     "BranchRef",
     "Caching",
     "CallUsage",
+    "ClearThinking",
+    "ClearToolUses",
     "CommandLineError",
     "CompileResult",
+    "ContextEditing",
     "ContextManager",
     "ContextManagerError",
     "Fold",

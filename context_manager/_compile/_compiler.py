@@ -604,6 +604,8 @@ class Compiler:
             appended=appended,
             unreadable=tuple(state.unread.values()),
             start_sequence=state.start,
+            shed=tuple(dict.fromkeys(e.message_id for e in draft.entries if e.reason == "shed")),
+            folded=len(draft.effects.fold.covered) if draft.effects.fold is not None else 0,
         )
 
     def context(
@@ -1008,7 +1010,12 @@ class Compiler:
 
     # replies
     def record_reply(
-        self, message: object, result: CompileResult, *, appended: Sequence[object]
+        self,
+        message: object,
+        result: CompileResult,
+        *,
+        appended: Sequence[object],
+        extra: Mapping[str, Any] | None = None,
     ) -> MessageId:
         """Store an assistant reply, stamping each thinking block against what produced it.
 
@@ -1054,7 +1061,7 @@ class Compiler:
             result.branch,
             "assistant",
             blocks,
-            MessageMeta(extra=reply_extra(message)),
+            MessageMeta(extra={**(extra or {}), **reply_extra(message)}),
             stamp=stamp,
             signatures=signatures,
         )
