@@ -7,6 +7,7 @@ over; the simulator (the real SDK client in-process) answers and checks every re
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -329,3 +330,24 @@ async def test_a_window_that_starts_at_words_asked_twice_is_matched_where_it_con
     assert cm.current_branch().name == "main"
     assert [m["role"] for m in result.request["messages"]] == ["user", "assistant", "user"]
     assert invalid_calls(sim) == []
+
+
+async def test_a_frameworks_cache_markers_on_each_newest_message_never_pile_up(
+    sim: Simulator, store: Store
+) -> None:
+    cm = ContextManager.open(store, namespace="ada")
+    client = sim.client()
+    messages: list[dict[str, Any]] = []
+    marker = {"type": "ephemeral"}
+    for words in ("one", "two", "three", "four", "five", "six"):
+        for message in messages:  # the framework moves its marker to the newest message
+            if isinstance(message["content"], list):
+                for block in message["content"]:
+                    block.pop("cache_control", None)
+        text = {"type": "text", "text": words, "cache_control": marker}
+        messages.append({"role": "user", "content": [text]})
+        result = await turn(client, cm, messages, None)
+        sent = json.dumps(result.request)
+        assert sent.count('"cache_control"') <= 4
+    assert [call.status for call in sim.calls] == [200] * 6
+    assert len(thinking_signatures(sim.requests[-1])) == 5

@@ -20,6 +20,7 @@ from typing import Any, Protocol, TypeAlias
 import attrs
 
 from context_manager._compile._fold import SUMMARY_KIND, covers_upto
+from context_manager._model._canonical import strip_cache_control
 from context_manager._model._content import Block, UnknownBlock, is_thinking, to_blocks
 from context_manager._model._head import Head
 from context_manager._model._log import library_logger
@@ -100,6 +101,13 @@ class ReconcileHost(Protocol):
     def current_branch(self) -> BranchRef: ...
 
     def list_branches(self) -> list[BranchRef]: ...
+
+
+def unmarked(blocks: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """A framework's blocks without its ``cache_control`` markers, as stored: the compiler places
+    the breakpoints, and a framework's markers (moved to its newest message on every call) would
+    pile up past the API's limit of four. Markers are never bound (VENDOR_RULES 2)."""
+    return [strip_cache_control(dict(block)) for block in blocks]
 
 
 @attrs.frozen
@@ -259,10 +267,10 @@ def _apply(
         source = side.sources[s]
         assert source is not None  # extends() only accepts stored messages
         blocks = wire_content(framework[f]["content"])[len(source.content) :]
-        stored.append(host.add_message("user", blocks))
+        stored.append(host.add_message("user", unmarked(blocks)))
     for message in framework[steps.new_from :]:
         role = check_role(message["role"])
-        stored.append(host.add_message(role, to_blocks(message["content"])))
+        stored.append(host.add_message(role, unmarked(wire_content(message["content"]))))
     ignored = 0 if follow_window else steps.lead
     if fold is None:
         return Reconciliation(tuple(stored), edited, None, rewound, ignored)
@@ -284,7 +292,7 @@ def _edit(
     content: object = message["content"]
     if source.role == "assistant":  # a reply's recorded thinking cannot follow new words
         content = without_thinking(content)
-    host.edit_message(source.id, content)
+    host.edit_message(source.id, unmarked(wire_content(content)))
     log.info("framework_edit_stored", message_id=source.id, role=source.role)
     return source.id
 
