@@ -124,9 +124,24 @@ def library_owned(message: StoredMessage) -> bool:
     return message.metadata.kind is not None or message.metadata.system_notice
 
 
-def stored_side(messages: Sequence[StoredMessage]) -> _Side:
+KeyCache: TypeAlias = dict[MessageId, tuple[tuple[Block, ...], str]]
+"""A stored message's comparison key with the content it was taken over (an edit changes it)."""
+
+
+def _stored_key(message: StoredMessage, cache: KeyCache | None) -> str:
+    found = cache.get(message.id) if cache is not None else None
+    if found is not None and found[0] == message.content:
+        return found[1]
+    key = stored_key(message.role, message.content)
+    if cache is not None:
+        cache[message.id] = (message.content, key)
+    return key
+
+
+def stored_side(messages: Sequence[StoredMessage], cache: KeyCache | None = None) -> _Side:
     """The alignable stored messages: a followed host fold's framework messages, then every
-    framework message stored after what it covers."""
+    framework message stored after what it covers. ``cache`` keeps the keys between calls
+    (what this call does not read leaves it, so it holds one branch's messages at most)."""
     summary = next((m for m in reversed(messages) if m.metadata.kind == SUMMARY_KIND), None)
     entries: list[Entry] = []
     sources: list[StoredMessage | None] = []
@@ -139,8 +154,12 @@ def stored_side(messages: Sequence[StoredMessage]) -> _Side:
             sources.append(None)
     for message in messages:
         if message.sequence > floor and not library_owned(message):
-            entries.append(Entry(message.role, stored_key(message.role, message.content)))
+            entries.append(Entry(message.role, _stored_key(message, cache)))
             sources.append(message)
+    if cache is not None:
+        kept = {m.id for m in sources if m is not None}
+        for stale in [mid for mid in cache if mid not in kept]:
+            del cache[stale]
     last = messages[-1].sequence if messages else 0
     return _Side(tuple(entries), tuple(sources), last)
 
@@ -178,11 +197,13 @@ def reconcile(
     follow_window: bool,
     dry_run: bool = False,
     boundary: Callable[[Reconciliation], None] | None = None,
+    keys: KeyCache | None = None,
 ) -> tuple[Reconciliation, CompileResult]:
     """Store what the framework's call adds or changes, then compile (see the module docstring).
 
     ``boundary(done)`` runs after the framework's messages are stored and before the compile
-    (where notices waiting for the agent's next boundary are stored). A dry reconcile stores
+    (where notices waiting for the agent's next boundary are stored); ``keys`` keeps the stored
+    messages' comparison keys from call to call (the facade's own). A dry reconcile stores
     nothing: it compiles dry and appends the framework's new messages to the request as they
     came.
 
@@ -190,7 +211,7 @@ def reconcile(
         FrameworkParamsInvalid: ``params`` has no model, no messages list, or a ``thread``.
     """
     call = split_params(params)
-    side = stored_side(host.messages())
+    side = stored_side(host.messages(), keys)
     framework = call.messages
     steps = plan(
         framework_entries(framework),
