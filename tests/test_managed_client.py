@@ -182,3 +182,22 @@ async def test_a_frameworks_own_drop_block_goes_out_and_a_block_known_to_fail_is
     assert thinking_signatures(sent.request) == []  # both replies followed the edited message
     assert sent.dropped == ()
     assert sent.status == 200
+
+
+async def test_a_rewind_on_a_named_branch_stays_on_the_branch_it_started(
+    sim: Simulator, store: Store
+) -> None:
+    client = ManagedAsyncAnthropic(sim.client(), store, agent=("ada", "main"))
+    messages: list[dict[str, Any]] = []
+    for words in ("one", "two"):
+        reply = await client.messages.create(**framework_params(ask(messages, words)))
+        messages.append(framework_copy(reply, "as-sent"))
+    del messages[2:]  # the framework regenerates from before "two"
+    for words in ("two, again", "three"):
+        reply = await client.messages.create(**framework_params(ask(messages, words)))
+        messages.append(framework_copy(reply, "as-sent"))
+    cm = client.context("ada", "main")
+    assert cm.current_branch().name == "main~1"
+    assert [ref.name for ref in cm.list_branches()] == ["main", "main~1"]
+    assert len(thinking_signatures(sim.requests[-1])) == 2
+    assert invalid_calls(sim) == []
