@@ -318,3 +318,41 @@ def test_the_command_serves_offline_from_the_simulator_and_keeps_the_transcript(
     assert cm.current_branch().name == "trial"
     assert [m.role for m in cm.messages()] == ["user", "assistant"]
     store.close()
+
+
+async def test_pydantic_ai_by_base_url_through_the_gateway_keeps_every_replys_thinking(
+    sim: Simulator, store: Store
+) -> None:
+    pytest.importorskip("pydantic_ai")
+    from pydantic_ai import Agent, RunContext
+    from pydantic_ai.models.anthropic import AnthropicModel, AnthropicModelSettings
+    from pydantic_ai.providers.anthropic import AnthropicProvider
+
+    def read_log() -> str:
+        """Read the log."""
+        return "all is well"
+
+    app = gateway_app(store, agent="ada", simulator_client=sim.client())
+    with serve(app) as url:
+        provider = AnthropicProvider(base_url=url, api_key="mine")
+        settings = AnthropicModelSettings(anthropic_thinking={"type": "adaptive"}, max_tokens=512)
+        agent: Agent[int, str] = Agent(
+            AnthropicModel(MODEL, provider=provider),
+            deps_type=int,
+            tools=[read_log],
+            model_settings=settings,
+        )
+
+        @agent.instructions
+        def name_the_run(ctx: RunContext[int]) -> str:
+            return f"You are Ada, on run {ctx.deps}."
+
+        history = None
+        for run in range(2):
+            result = await agent.run("use read_log", deps=run, message_history=history)
+            history = result.all_messages()
+        await provider.client.close()
+    assert [call.status for call in sim.calls] == [200] * 4
+    assert [call.dropped for call in sim.calls] == [()] * 4
+    assert len(thinking_signatures(sim.requests[-1])) == 3
+    assert invalid_calls(sim) == []
