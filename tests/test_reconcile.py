@@ -26,6 +26,7 @@ from context_manager import (
     REASONING_LOSS_KIND,
     CompileResult,
     ContextManager,
+    FrameworkParamsInvalid,
     MessageMeta,
     SQLiteStore,
     Store,
@@ -310,7 +311,10 @@ def test_params_without_a_model_or_a_messages_list_are_refused_with_a_clear_erro
         cm.reconcile({"messages": []})
     with pytest.raises(ValueError, match="messages"):
         cm.reconcile({"model": "claude-opus-5-5", "messages": "hello"})
-    assert cm.messages() == []
+    cm.add_message("user", "kept")
+    with pytest.raises(FrameworkParamsInvalid, match="at least one message"):
+        cm.reconcile({"model": "claude-opus-5-5", "messages": []})
+    assert [m.role for m in cm.messages()] == ["user"]  # nothing folded, nothing stored
 
 
 async def test_a_window_that_starts_at_words_asked_twice_is_matched_where_it_continues(
