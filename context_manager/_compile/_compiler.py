@@ -219,7 +219,8 @@ class Compiler:
     def compact_render(self, key: str) -> int | None:
         """Keep branch ``key``'s render compact (``_resident`` pushed it out of the hot tier):
         its Python objects and the window's stored messages are freed; its next compile
-        restores the render. Returns the compact size (``None``: nothing was kept)."""
+        restores the render. Writes nothing (no snapshot: only the branch's own compile saves
+        one). Returns the compact size (``None``: nothing was kept)."""
         cache = self._caches.get(key)
         entry = cache.render if cache is not None else None
         if cache is not None:
@@ -237,9 +238,9 @@ class Compiler:
             self.drop_render(key)
             return None
         if cache.render is entry:  # not compiled meanwhile (another thread)
+            # in memory only: this runs inside whichever compile pushed it out (another
+            # manager's, maybe on another store), and a compile writes only to its own store
             cache.render = (entry[0], compact)
-            # an idle branch: what waking it (here or in a restarted host) restores
-            self._save_snapshot(key, entry[0], compact)
         self._release_unused()
         return compact.nbytes
 
