@@ -51,7 +51,6 @@ PROBE_SEED_SALT = 7_919
 """Probes continue a snapshot with their own (seeded) words, apart from the generator's."""
 
 
-
 @contextlib.contextmanager
 def snapshots_off() -> Iterator[None]:
     """Render snapshots off meanwhile: compiles render from the stored messages."""
@@ -60,6 +59,7 @@ def snapshots_off() -> Iterator[None]:
         yield
     finally:
         set_render_snapshots(True)
+
 
 @attrs.frozen
 class Config:

@@ -121,6 +121,8 @@ def test_shedding_keeps_more_thinking_than_jumping_and_all_of_the_newest_replies
     assert figures["shed_newest_50"] == 1.0
     assert figures["shed_kept_blocks"] >= 3 * figures["jump_kept_blocks"]
     assert figures["shed_tokens"] <= figures["budget_tokens"]
+
+
 def test_the_cache_session_is_one_conversation_and_the_compiler_reads_at_least_the_naive_share(
     tmp_path: Path,
 ) -> None:
