@@ -25,7 +25,8 @@ from ._branch import BindingRecord, CacheKey, WindowMemo, piece_bytes
 from ._cold import cold_anchor
 from ._compact import CompactRender, NotARender
 from ._fold import SUMMARY_KIND, covers_upto
-from ._render import RenderContext, RenderState, render_message, render_text_prefix
+from ._message import render_message
+from ._render import RenderContext, RenderState, render_text_prefix
 from ._run import Rendered, Run
 from ._snapshot_io import SnapshotKeeper
 from ._stamp_cache import StampCache
