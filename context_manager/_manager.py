@@ -149,7 +149,7 @@ class ContextManager:
 
         Raises:
             TelemetryUnavailable: ``tracer_provider`` is given and ``opentelemetry-api`` is not
-                installed (``pip install context-manager[otel]``).
+                installed (``pip install thinking-context-manager[otel]``).
         """
         if not isinstance(namespace, str) or not namespace:
             raise InvalidValue(

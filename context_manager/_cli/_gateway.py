@@ -20,7 +20,9 @@ from ._db import CliError, is_postgres, open_for_writing, open_postgres, url_for
 
 CLAUDE_API = "https://api.anthropic.com"
 API_KEY_VARIABLE = "ANTHROPIC_API_KEY"
-INSTALL_HINT = "the gateway needs starlette and uvicorn: pip install 'context-manager[gateway]'"
+INSTALL_HINT = (
+    "the gateway needs starlette and uvicorn: pip install 'thinking-context-manager[gateway]'"
+)
 
 
 def add_gateway(commands: Any, common: argparse.ArgumentParser, handler: Any) -> None:

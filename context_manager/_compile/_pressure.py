@@ -42,7 +42,7 @@ def _fits(run: Run, draft: Draft) -> None:
 
 def jump(run: Run, draft: Draft) -> Generator[FoldRequest, str, Draft]:
     """Over the cap, start the window later (``jump_anchor``); mid-round a jump would change
-    what precedes the in-flight reply (VENDOR_RULES 6): deferred until the round closes, unless
+    what precedes the in-flight reply (provider rule 6): deferred until the round closes, unless
     over the budget."""
     yield from ()
     if run.limit is None:

@@ -1,5 +1,5 @@
 """Stages 7 and 8, the in-flight round and the request: the open round's reply as recorded
-(VENDOR_RULES 6), then the request body (head, settings, betas, the round closed, cache
+(provider rule 6), then the request body (head, settings, betas, the round closed, cache
 breakpoints). Pure apart from the in-flight read; raises before anything is written."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Server-side context editing settings (VENDOR_RULES 29) and what a reply reports about it.
+"""Server-side context editing settings (provider rule 29) and what a reply reports about it.
 
 Pure data and functions. ``ContextEditing`` is the host's choice; ``to_wire`` is the request's
 ``context_management`` value. The API applies the edits to its own copy of the request: the
@@ -98,7 +98,7 @@ class ClearThinking:
 
 @attrs.frozen
 class ContextEditing:
-    """Server-side context editing for every request of a context (VENDOR_RULES 29).
+    """Server-side context editing for every request of a context (provider rule 29).
 
     Attributes:
         clear_tool_uses: clear old tool results (``ClearToolUses``), or ``None``.

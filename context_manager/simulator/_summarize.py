@@ -1,4 +1,4 @@
-"""The on-demand compaction request (VENDOR_RULES 23): its refusals, the summary, the reply.
+"""The on-demand compaction request (provider rule 23): its refusals, the summary, the reply.
 
 Pure functions (the nonce is random). A compaction request is a request with a top-level
 ``compaction`` parameter; it is validated and its signed blocks checked like any other request,
@@ -46,7 +46,7 @@ COMPACTION_MODELS = frozenset(
         "claude-sonnet-4-6",
     }
 )
-"""Models documented to take on-demand compaction (VENDOR_RULES 24; Haiku 5.5 is left out, the
+"""Models documented to take on-demand compaction (provider rule 24; Haiku 5.5 is left out, the
 conservative reading of [COD] against [CTB]'s header). Extend with
 ``Simulator(compaction_models=...)``."""
 

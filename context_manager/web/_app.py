@@ -34,7 +34,7 @@ COOKIE = "cm_token"
 NOT_FOUND = "No such agent, reply or page."
 """The one 404 text: hidden and missing things answer alike."""
 
-INSTALL_HINT = "the console needs the web extra: pip install 'context-manager[web]'"
+INSTALL_HINT = "the console needs the web extra: pip install 'thinking-context-manager[web]'"
 
 Handler = Callable[["Console", "Request", Principal], Awaitable["Response"]]
 
