@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable, Sequence
-from typing import Any, TypeAlias
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import attrs
 
@@ -33,6 +33,7 @@ from ._model._checks import (
     check_positive_int,
 )
 from ._model._content import Block, reply_blocks, to_blocks
+from ._model._editing import ContextEditing
 from ._model._errors import (
     BranchExists,
     BranchInUse,
@@ -46,9 +47,16 @@ from ._model._messages import MessageId, MessageMeta, Role, StoredMessage, check
 from ._model._request import sdk_request
 from ._model._results import CompileResult, ThinkingStrip
 from ._reasoning._capture import ReasoningCapture, resolve_without_sidecar
+from ._reconcile import Reconciliation
+from ._reconcile import reconcile as reconcile_params
 from ._store._hold import HOLD_TIMEOUT_SECONDS, Hold, LocalHolds, holder_identity
 from ._store._lineage import lineage_of
 from ._store._protocol import BranchRecord, BranchRef, Lineage, Store
+from ._telemetry import OFF, Telemetry, telemetry_for
+
+if TYPE_CHECKING:
+    from opentelemetry.metrics import MeterProvider
+    from opentelemetry.trace import TracerProvider
 
 log = library_logger("context_manager")
 
@@ -68,6 +76,10 @@ ReplyObserver: TypeAlias = Callable[[MessageId, CompileResult], None]
 Estimator: TypeAlias = Callable[[Any], int]
 """Token estimate of one wire message (a dict)."""
 
+TracerProviderOption: TypeAlias = "TracerProvider | Telemetry | bool | None"
+"""The ``tracer_provider=`` switch: a ``TracerProvider``, ``True`` (the application's global
+one), a shared ``Telemetry``, or ``None`` / ``False`` (off: nothing is imported)."""
+
 
 class ContextManager:
     """An agent's context: store it, branch it, compile it.
@@ -85,6 +97,8 @@ class ContextManager:
         estimator: Estimator | None = None,
         reasoning: ReasoningCapture | None = None,
         caching: Caching | None = None,
+        telemetry: Telemetry | None = None,
+        editing: ContextEditing | None = None,
     ) -> None:
         self.store: Store = store
         self.namespace: str = namespace
@@ -93,9 +107,13 @@ class ContextManager:
         self.estimator: Estimator = estimator or estimate_tokens
         self.caching: Caching = caching if caching is not None else Caching()
         """Where the compiler places prompt-cache breakpoints (``Caching``)."""
+        self.editing: ContextEditing | None = editing
+        """Server-side context editing added to every request (``ContextEditing``), or ``None``."""
         self.reasoning: ReasoningCapture | None = reasoning
         """The reasoning sidecar configuration (``ReasoningCapture``) or ``None``."""
         self.token: str = uuid.uuid4().hex
+        self.telemetry: Telemetry = telemetry if telemetry is not None else OFF
+        """The OpenTelemetry spans, events and metrics of this context (off by default)."""
         self._observers: list[StripObserver] = []
         self._deletion_observers: list[Callable[[str], None]] = []
         self._reply_observers: list[ReplyObserver] = []
@@ -103,6 +121,8 @@ class ContextManager:
         self._async_locks: dict[str, tuple[asyncio.Lock, asyncio.AbstractEventLoop]] = {}
         self._branch = self._ensure_branch()
         self._compiler = Compiler(self)
+        self.last_reconciliation: Reconciliation | None = None
+        """What the last ``reconcile`` stored, edited, folded or rewound (``None`` before one)."""
 
     @classmethod
     def open(
@@ -115,11 +135,24 @@ class ContextManager:
         estimator: Estimator | None = None,
         reasoning: ReasoningCapture | None = None,
         caching: Caching | None = None,
+        tracer_provider: TracerProviderOption = None,
+        meter_provider: MeterProvider | None = None,
+        editing: ContextEditing | None = None,
     ) -> ContextManager:
         """Open (or start) ``namespace`` in ``store``, on its current branch (``main`` when new).
 
         ``caching`` places prompt-cache breakpoints (default ``Caching()``: on, 5-minute TTL;
-        ``Caching(enabled=False)`` sends only the host's own markers).
+        ``Caching(enabled=False)`` sends only the host's own markers). ``editing`` adds
+        server-side context editing (``context_management`` and its beta) to every request but
+        a compaction request or one carrying a compaction block (default ``None``: off).
+        ``tracer_provider``
+        turns on OpenTelemetry (``docs/tracing.md``): a ``TracerProvider``, or ``True`` for the
+        application's global one; ``meter_provider`` (default: the global one) gets the
+        metrics. Off (the default), nothing imports ``opentelemetry``.
+
+        Raises:
+            TelemetryUnavailable: ``tracer_provider`` is given and ``opentelemetry-api`` is not
+                installed (``pip install context-manager[otel]``).
         """
         if not isinstance(namespace, str) or not namespace:
             raise InvalidValue(
@@ -133,6 +166,8 @@ class ContextManager:
             estimator=estimator,
             reasoning=reasoning,
             caching=caching,
+            telemetry=telemetry_for(tracer_provider, meter_provider),
+            editing=editing,
         )
 
     # branches
@@ -293,7 +328,9 @@ class ContextManager:
         check_not_empty(
             blocks, where, allowed=checked == "system" and "output_config" in meta.extra
         )
-        return self.store.append(self.namespace, self._branch.key, checked, blocks, meta).id
+        message_id = self.store.append(self.namespace, self._branch.key, checked, blocks, meta).id
+        self.telemetry.stored(self._branch.key, message_id, meta, blocks)
+        return message_id
 
     def get_message(self, message_id: MessageId) -> StoredMessage:
         """The stored message. Raises ``MessageNotFound``."""
@@ -427,8 +464,11 @@ class ContextManager:
             InvalidValue: ``budget`` is 0 or less.
         """
         _check_compile_args(head, budget)
-        compiled = self._compiler.compile(head, budget=budget, dry_run=dry_run)
-        return self._notify(_for_the_sdk(compiled))
+        with self.telemetry.compiling(dry_run) as span:
+            compiled = self._compiler.compile(head, budget=budget, dry_run=dry_run)
+            result = self._notify(_for_the_sdk(compiled))
+            self.telemetry.compiled(span, result, self.get_message)
+            return result
 
     async def compile_async(
         self, head: Head, *, budget: int | None = None, dry_run: bool = False
@@ -442,15 +482,60 @@ class ContextManager:
             lock = asyncio.Lock()
             self._async_locks[key] = (lock, running)
         async with lock:  # one compile at a time per branch: one fold, one strip
-            compiled = await self._compiler.compile_async(head, budget=budget, dry_run=dry_run)
-            return self._notify(_for_the_sdk(compiled))
+            with self.telemetry.compiling(dry_run) as span:
+                compiled = await self._compiler.compile_async(head, budget=budget, dry_run=dry_run)
+                result = self._notify(_for_the_sdk(compiled))
+                self.telemetry.compiled(span, result, self.get_message)
+                return result
+
+    def reconcile(
+        self,
+        params: Mapping[str, Any],
+        *,
+        dry_run: bool = False,
+        follow_window: bool | None = None,
+        boundary: Callable[[Reconciliation], None] | None = None,
+    ) -> CompileResult:
+        """Turn a framework's Messages API parameters for one call into this library's request.
+
+        ``params`` are the body fields the framework built (``model``, ``system``, ``tools``,
+        ``messages``, ``thinking``, ``betas``, settings). What is new at the end of ``messages``
+        is stored; the framework's copy of a recorded reply is matched to it (its recorded bytes
+        go out); a changed ``system`` or ``tools`` is appended as a change (SPEC 7b); an edit of
+        an earlier message is stored as an edit; fewer messages than before start a new branch
+        at the last one still sent. A framework that drops old messages or writes its own
+        summary is followed as a host fold (its kept turns' thinking strips, reported) when
+        ``follow_window`` is true, the default with ``Passthrough``; with a ``Window`` or a
+        ``Fold`` the library manages the window and ignores the framework's truncation.
+        Library-owned messages (``metadata.kind`` set) never count as the framework's.
+        ``boundary(reconciliation)`` runs after the messages are stored, before the compile.
+        The framework's betas are joined to the request's. ``last_reconciliation`` says what
+        was done.
+
+        Raises:
+            FrameworkParamsInvalid: ``params`` has no model, no messages list, or a
+                server-held ``thread`` (a ``ValueError``).
+        """
+        follow = isinstance(self.strategy, Passthrough) if follow_window is None else follow_window
+        done, result = reconcile_params(
+            self, params, follow_window=follow, dry_run=dry_run, boundary=boundary
+        )
+        if not dry_run:
+            self.last_reconciliation = done
+        return result
 
     def record_reply(
-        self, message: object, result: CompileResult, *, appended: Sequence[object] = ()
+        self,
+        message: object,
+        result: CompileResult,
+        *,
+        appended: Sequence[object] = (),
+        extra: Mapping[str, Any] | None = None,
     ) -> MessageId:
         """Store an assistant reply and stamp its thinking. See ``Compiler.record_reply``.
 
-        Then calls the ``on_reply_recorded`` observers.
+        ``extra`` joins the reply's ``metadata.extra`` (beside its usage; the runtime records
+        the turn's asker there). Then calls the ``on_reply_recorded`` observers.
 
         Raises:
             InvalidType: ``message`` is a bare string (a reply is the SDK message, the response
@@ -458,7 +543,7 @@ class ContextManager:
             InvalidContent: a malformed block; nothing is written.
         """
         _check_reply(message, result)
-        message_id = self._compiler.record_reply(message, result, appended=appended)
+        message_id = self._compiler.record_reply(message, result, appended=appended, extra=extra)
         for observer in list(self._reply_observers):
             try:
                 observer(message_id, result)
@@ -486,6 +571,7 @@ class ContextManager:
         )
         self._compiler.wrote_binding()
         self._compiler.invalidate(self._branch.key)
+        self.telemetry.released(self._branch.key, message_id, from_block)
 
     def place_drops(
         self, response: object, result: CompileResult, *, rounds: Sequence[object] = ()
@@ -524,6 +610,7 @@ class ContextManager:
             self._compiler.wrote_binding()
         if releases:  # only a release changes what the branch renders
             self._compiler.invalidate(result.branch)
+        self.telemetry.drops_placed(placed, releases, result.branch)
         return placed
 
     # reasoning sidecar hooks (see ReasoningCapture)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import subprocess
+import sys
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -34,6 +36,7 @@ from context_manager import (
     ContextManager,
     Head,
     MemoryStore,
+    SQLiteStore,
     Store,
     Window,
     blocks_to_wire,
@@ -373,3 +376,42 @@ async def test_deleting_a_branch_removes_its_snapshot_and_only_its_own(store: St
 
     assert store.load_render("ada", side) is None
     assert store.load_render("ada", main) is not None
+
+
+_CHILD = """
+import json, sys
+from structlog.testing import capture_logs
+sys.path.insert(0, sys.argv[2])
+from helpers import THINKING_HEAD
+from context_manager import ContextManager, SQLiteStore
+
+cm = ContextManager.open(SQLiteStore(sys.argv[1]), namespace="ada")
+with capture_logs() as logs:
+    result = cm.compile(THINKING_HEAD)
+print(json.dumps({"events": [str(e["event"]) for e in logs], "request": result.request}))
+"""
+
+
+async def test_a_snapshot_saved_by_one_process_is_restored_by_a_fresh_one(tmp_path: Path) -> None:
+    """Every part of the render cache key has a name another process gives it too (the
+    documented readability table is wrapped in ``functools.lru_cache``), so a restarted host
+    restores the snapshot its last run saved instead of rendering from the store."""
+    path = tmp_path / "agent.db"
+    sim = Simulator()
+    cm = ContextManager.open(SQLiteStore(path), namespace="ada")
+    await signed_conversation(sim, cm, 3)
+    expected = cm.compile(THINKING_HEAD)  # a render from the store: its snapshot is saved
+    cm.store.close()
+
+    tests = str(Path(__file__).parent)
+    child = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(path), tests],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    seen = json.loads(child.stdout.strip().splitlines()[-1])
+
+    assert RESTORED in seen["events"]
+    assert seen["request"] == json.loads(json.dumps(expected.request))

@@ -44,6 +44,7 @@ from ._db import (
 )
 from ._follow import Follower
 from ._format import BOLD_YELLOW, clean, fold_summary, format_message, plural, style
+from ._otel import tracing_for
 
 DEFAULT_MODEL = "claude-opus-5-5"
 """The model when ``--model`` is not given (the one the SPEC's examples use)."""
@@ -308,11 +309,18 @@ def run_session(args: argparse.Namespace, out: TextIO, stdin: TextIO, *, color: 
     except BaseException:
         store.close()
         raise
+    tracing = None
     try:
+        tracing = tracing_for(getattr(args, "otel", None), os.environ)
         client, which = make_client(dict(os.environ))
         model = args.model or DEFAULT_MODEL
         head = Head(model=model, system=f"You are {name}, a resident agent.", settings=SETTINGS)
-        runtime = Runtime(client, store)
+        runtime = Runtime(
+            client,
+            store,
+            tracer_provider=tracing.tracer_provider,
+            meter_provider=tracing.meter_provider,
+        )
         agent = runtime.register(
             Agent(
                 name,
@@ -343,6 +351,8 @@ def run_session(args: argparse.Namespace, out: TextIO, stdin: TextIO, *, color: 
             runner.run(client.close())  # not after Ctrl-C: the process is ending anyway
         return 0
     finally:
+        if tracing is not None:
+            tracing.close()  # the spans still batched are exported now
         if sidecar is not None:
             sidecar.close()
         store.close()

@@ -85,8 +85,9 @@ def stable_name(value: object) -> str:
     """A name for ``value`` that another process running the same code gives it too, where
     possible: a module-level function or class by its qualified name; anything else by its
     ``repr`` (an object's address in it keeps the name to this process)."""
-    if (inspect.isfunction(value) or inspect.isclass(value)) and "<" not in value.__qualname__:
-        return f"{value.__module__}.{value.__qualname__}"
+    target = inspect.unwrap(value) if callable(value) else value  # functools wrappers, lru_cache
+    if (inspect.isfunction(target) or inspect.isclass(target)) and "<" not in target.__qualname__:
+        return f"{target.__module__}.{target.__qualname__}"
     return repr(value)
 
 
@@ -156,4 +157,3 @@ def usable(
     if type(last) is not int or type(size) is not int:
         return None
     return CompactRender(bytes(blob), change_serial, last, size)
-

@@ -78,7 +78,7 @@ class Window:
 
     The start stays put until the tail outgrows ``max_tokens``. With ``shed_thinking`` (the
     default) the oldest sent thinking is then left out first (whole replies, oldest first: every
-    later block stays valid, VENDOR_RULES 4) until the tail is about ``reanchor * max_tokens``;
+    later block stays valid, provider rule 4) until the tail is about ``reanchor * max_tokens``;
     only if that is not enough does the start jump forward, at a clean user message (never
     inside a tool round). ``shed_thinking=False`` restores plain jumps.
     """

@@ -23,6 +23,7 @@ value and say what to do instead::
     ├── OverBudget (ValueError)
     ├── SchemaTooNew (RuntimeError)
     ├── AgentNotRegistered (RuntimeError)  an agent used before ``Runtime.register``
+    ├── TelemetryUnavailable (ImportError) ``tracer_provider=`` without ``opentelemetry-api``
     └── CommandLineError (ValueError)      the command line refuses its input (exit 2)
 
 The simulator's errors (``context_manager.simulator``) have a base of their own: it is the
@@ -117,7 +118,7 @@ class OverBudget(ContextManagerError, ValueError):
 class InFlightThinkingInvalid(ContextManagerError, ValueError):
     """The open tool round's assistant message carries thinking the rules say now fails.
 
-    That message may not be altered (VENDOR_RULES 6: a 400), and with
+    That message may not be altered (provider rule 6: a 400), and with
     ``ThinkingBinding(drop_block=False)`` the provider would refuse it too.
     """
 
@@ -278,3 +279,20 @@ class StoreUnavailable(ContextManagerError, ConnectionError):
             f"{where}: the database server is unavailable ({why}); nothing of this call was "
             "written, retry once the server is back"
         )
+
+
+class TelemetryUnavailable(ContextManagerError, ImportError):
+    """Tracing was asked for (``tracer_provider=``) but ``opentelemetry-api`` is not installed."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "tracer_provider= needs the OpenTelemetry API: install context-manager[otel] "
+            "(and an SDK of your choice, e.g. opentelemetry-sdk), or leave tracer_provider unset"
+        )
+class TokensFileError(ContextManagerError, ValueError):
+    """The console's tokens file cannot be used; the message names the file, the line and why."""
+
+    def __init__(self, where: str, line: int, why: str) -> None:
+        self.where = where
+        self.line = line
+        super().__init__(f"{where}, line {line}: {why}")

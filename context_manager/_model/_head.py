@@ -139,7 +139,7 @@ class ThinkingBinding:
         binds_settings: treat request settings as bound (off: the vendor does not bind them).
         system_messages: how stored ``role: "system"`` messages (a host's own, notices, head
             changes) are sent: ``"auto"`` as system messages on models that take them
-            (VENDOR_RULES 16) and as user text elsewhere; ``"system"`` or ``"user"`` force one.
+            (provider rule 16) and as user text elsewhere; ``"system"`` or ``"user"`` force one.
             ``system_notices=`` is accepted as an alias.
         append_changes: on a model that takes system messages, keep ``system`` and ``tools`` as
             anchored and append a change as a ``head-change`` system message (SPEC 7b) instead
@@ -148,10 +148,10 @@ class ThinkingBinding:
             inline (``tool_definition``, beta ``inline-tools``, Claude API only); off, such a
             change is a head change.
         reads: the model check ``(reader_model, producer_model) -> bool``; the default is the
-            documented table (VENDOR_RULES 9): a model reads its own blocks, anything
+            documented table (provider rule 9): a model reads its own blocks, anything
             undocumented is unreadable.
         prefix_check: ``checks(model) -> bool``, whether the requested model runs the prefix
-            check (order included); the default is the documented list (VENDOR_RULES 10):
+            check (order included); the default is the documented list (provider rule 10):
             Mythos 5.1 and models before Fable 5.1 do not, so a request to one keeps every
             block the model reads; anything undocumented checks.
     """

@@ -30,6 +30,36 @@ HEAD_CHANGE_KIND = "head-change"
 (SPEC 7b)."""
 """``metadata.kind`` of every ``[reasoning]`` notice."""
 
+LineForm: TypeAlias = Literal["head", "count", "at_least"]
+"""The SPEC 9 forms of a ``[reasoning]`` line."""
+
+_LINE_MARKER = "[reasoning] "
+
+
+def line_form(text: str) -> LineForm | None:
+    """Which SPEC 9 form a ``[reasoning]`` line is in, or ``None`` for any other text.
+
+    >>> line_form("[reasoning] ada: Some of your earlier reasoning is no longer in your context:")
+    'count'
+    >>> line_form("hello") is None
+    True
+    """
+    if not text.startswith(_LINE_MARKER):
+        return None
+    if "the reasoning behind at least " in text:
+        return "at_least"
+    if "Some of your earlier reasoning is no longer in your context:" in text:
+        return "count"
+    return "head"
+ASKER_KEY = "asker"
+"""The ``metadata.extra`` key naming who asked the turn a message belongs to (the runtime's
+``run_turn(..., asker=...)``): the trigger, its tool results and its replies carry it. The live
+view shows a reply's reasoning only to its asker and the owner."""
+
+DROPPED_KEY = "dropped"
+"""The ``metadata.extra`` key of a reply recorded by the runtime listing the thinking blocks the
+provider dropped from the request that produced it: ``[reply id, block, reason]`` each."""
+
 
 def _dict(value: dict[str, Any] | None) -> dict[str, Any]:
     return dict(value) if value else {}  # always a new dict; an empty one is not copied

@@ -1,4 +1,4 @@
-"""Who reads whose thinking: the documented readability table (VENDOR_RULES 9), pure.
+"""Who reads whose thinking: the documented readability table (provider rule 9), pure.
 
 A model id is parsed as ``claude-<line>-<major>[-<minor>][-<date>]``; an id that does not parse is
 only ever equal to itself. Anything the sources do not state is unreadable (the conservative
@@ -83,7 +83,7 @@ def _identity(model: str) -> tuple[str, ModelName] | None:
 
 
 def documented_readability(reader: str, producer: str) -> bool:
-    """The documented table (VENDOR_RULES 9), on the Claude API.
+    """The documented table (provider rule 9), on the Claude API.
 
     A model always reads its own blocks; Haiku 5.5's blocks replay on every model while Haiku
     5.5 reads only its own; Fable 5.1 and Mythos 5.1 read each other's, earlier models' (before
@@ -127,7 +127,7 @@ _UNCHECKED = frozenset({ModelName("mythos", _FABLE_5_1)})
 
 @functools.lru_cache(maxsize=256)
 def documented_prefix_check(model: str) -> bool:
-    """True unless ``model`` is documented not to run the prefix check (VENDOR_RULES 10).
+    """True unless ``model`` is documented not to run the prefix check (provider rule 10).
 
     Mythos 5.1 and the models before Fable 5.1 (an Opus, Sonnet, Haiku, Fable or Mythos id
     with a version below 5.1, or an id of the older form) do not: their requests keep every
@@ -163,7 +163,7 @@ SYSTEM_MESSAGE_MODELS = frozenset(
         "claude-haiku-5-5",
     }
 )
-"""Models documented to accept mid-conversation ``role: "system"`` messages (VENDOR_RULES 16);
+"""Models documented to accept mid-conversation ``role: "system"`` messages (provider rule 16);
 not Sonnet 5."""
 
 

@@ -39,6 +39,7 @@ class AuditedContext(Protocol):
         limit: int | None = None,
     ) -> list[StoredMessage]: ...
 
+
 PartStatus: TypeAlias = Literal["ok", "redacted", "erased", "digest-mismatch", "omitted"]
 
 DEFAULT_MAX_PARTS = 256

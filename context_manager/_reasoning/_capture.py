@@ -182,7 +182,7 @@ class ReasoningCapture:
 
         Raises:
             Exception: whatever the sidecar raised: a store outage fails the compile rather
-            than silently sending less.
+                than silently sending less.
         """
         record = reasoning_record(block)
         if record is None:

@@ -70,7 +70,7 @@ if TYPE_CHECKING:
 
 log = library_logger("context_manager.store")
 
-INSTALL_HINT = "PostgresStore needs psycopg 3: pip install 'context-manager[postgres]'"
+INSTALL_HINT = "PostgresStore needs psycopg 3: pip install 'thinking-context-manager[postgres]'"
 
 
 @attrs.define
@@ -102,7 +102,8 @@ class PostgresStore:
     The tables live in the connection's current schema (``search_path``), one store per schema.
 
     Raises:
-        ImportError: psycopg is not installed (``pip install 'context-manager[postgres]'``).
+        ImportError: psycopg is not installed
+            (``pip install 'thinking-context-manager[postgres]'``).
         StoreRefused: at once, with the server's own reason: the database does not exist, the
             login failed, or the connection string cannot be read.
         StoreUnavailable: the server cannot be reached within ``connect_timeout`` (the cause

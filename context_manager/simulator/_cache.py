@@ -7,7 +7,7 @@ The model, as the provider documents prompt caching:
   tools, then ``system``, then messages, in that order. At most ``MAX_BREAKPOINTS`` per request
   (a top-level ``cache_control``, automatic caching, marks the last block and counts as one);
   ``ttl`` is ``"5m"`` (default) or ``"1h"``, and a ``"1h"`` marker may not follow a ``"5m"``
-  one. Thinking blocks cannot carry a marker. Markers never bind (VENDOR_RULES 2).
+  one. Thinking blocks cannot carry a marker. Markers never bind (provider rule 2).
 - Reading: from each breakpoint the cache looks back over at most ``LOOKBACK_BLOCKS`` positions
   (the breakpoint's own included) for a live entry whose prefix equals this request's prefix
   there; the longest such prefix is read (``cache_read_input_tokens``) and its entry refreshed.

@@ -21,8 +21,9 @@ import httpx2
 
 from context_manager import InvalidValue, library_logger
 
-from ._api import DROP_MODE, MESSAGES_PATH, PREFIX_MISMATCH, SIGNED_TYPES
+from ._api import BINDING_BETA, DROP_MODE, MESSAGES_PATH, PREFIX_MISMATCH, SIGNED_TYPES
 from ._cache import DEFAULT_MIN_TOKENS, PromptCache
+from ._compaction import CompactionLedger
 from ._count import COUNT_PATH, answer_count, count_input, items
 from ._errors import InvalidRequest, NotFound, SimulatedApiError
 from ._faults import Faults
@@ -38,11 +39,20 @@ from ._models import (
     documented_readability,
 )
 from ._reply import Script, default_script
-from ._respond import answer
+from ._respond import answer, transformations
 from ._server import SimulatorServer
+from ._summarize import COMPACTION_MODELS, check_request, compaction_reply
 from ._transport import SimulatorTransport
 from ._validate import validate_request
-from ._verify import BlockCheck, BlockPredicate, Verifier, content_blocks, walk
+from ._verify import (
+    BlockCheck,
+    BlockPredicate,
+    ForcedDrop,
+    Verifier,
+    behavior,
+    content_blocks,
+    walk,
+)
 from ._wire import SignedBlock, to_wire
 
 # The library's public logger (stdlib-bridged: silent unless the application asks, never on
@@ -106,12 +116,12 @@ class Simulator:
         key: the HMAC key signatures are made and checked with.
         model_families: model id to family name; models of one family read each other's blocks
             (on top of ``readability``). A model not listed is its own family.
-        readability: ``readable(reader, producer) -> bool``, the model check (VENDOR_RULES 8-9).
+        readability: ``readable(reader, producer) -> bool``, the model check (provider rules 8-9).
             Default: the documented table (``documented_readability``); a model always reads
             its own blocks and anything undocumented is unreadable. An unreadable block is
             always dropped (``model_binding_mismatch``), never a 400.
         prefix_check: ``runs_check(model) -> bool``, whether the requested model runs the
-            prefix and order checks (VENDOR_RULES 10). Default: the documented list
+            prefix and order checks (provider rule 10). Default: the documented list
             (``documented_prefix_check``): Mythos 5.1 and models before Fable 5.1 do not (their
             requests report only model-check drops); any other id does.
         enforced: the account enforces the prefix check (an account created on or after
@@ -131,6 +141,8 @@ class Simulator:
             ``model_families`` or ``system_message_models`` are served too.
         context_window: the most input tokens a request may carry (the API's 400 ``prompt is
             too long`` beyond it).
+        compaction_models: the models that take on-demand compaction. Default: the documented
+            list ``COMPACTION_MODELS``; pass a superset to extend it.
 
     Example:
         ``sim = Simulator(); async with sim.client() as client: await client.beta.messages
@@ -153,6 +165,7 @@ class Simulator:
         cache_min_tokens: int = DEFAULT_MIN_TOKENS,
         extra_models: Iterable[str] = (),
         context_window: int = DEFAULT_CONTEXT_WINDOW,
+        compaction_models: Iterable[str] | None = None,
     ) -> None:
         if not key:
             raise InvalidValue("key must be non-empty bytes")
@@ -160,12 +173,14 @@ class Simulator:
         readable = readability or documented_readability
         if model_families:
             readable = _with_families(readable, dict(model_families))
+        self._compactions = CompactionLedger()
         self._verifier = Verifier(
             bytes(key),
             readable,
             organization,
             end_user,
             prefix_check or documented_prefix_check,
+            self._compactions.lookup,
         )
         self.enforced = enforced
         """Whether the account enforces the prefix check without ``block_binding``."""
@@ -179,6 +194,10 @@ class Simulator:
         """Model ids served beside the documented ones."""
         self.context_window = context_window
         """The most input tokens a request may carry."""
+        self.compaction_models = frozenset(
+            COMPACTION_MODELS if compaction_models is None else compaction_models
+        )
+        """Models that take on-demand compaction (a frozenset of ids)."""
         self._lock = threading.Lock()
         self._calls: list[Call] = []
         self._counts: list[Call] = []
@@ -192,7 +211,7 @@ class Simulator:
     @property
     def organization(self) -> str:
         """The organization requests are made under. Setting it makes every block produced
-        under another one drop with ``organization_binding_mismatch`` (VENDOR_RULES 11)."""
+        under another one drop with ``organization_binding_mismatch`` (provider rule 11)."""
         return self._verifier.organization
 
     @organization.setter
@@ -203,7 +222,7 @@ class Simulator:
     @property
     def end_user(self) -> str:
         """The end user requests are made for. Setting it makes every block produced for another
-        one drop with ``end_user_binding_mismatch`` (VENDOR_RULES 11)."""
+        one drop with ``end_user_binding_mismatch`` (provider rule 11)."""
         return self._verifier.end_user
 
     @end_user.setter
@@ -274,6 +293,21 @@ class Simulator:
         with self._lock:
             self._faults.force(paths, reason, predicate)
 
+    def fail_compaction_next(self, n: int = 1, outcome: str = "compaction_unavailable") -> None:
+        """Make the next ``n`` compaction requests fail (VENDOR_RULES 23).
+
+        ``outcome`` is ``"compaction_unavailable"`` (a 529 ``overloaded_error`` with
+        ``error.details.error_code: "compaction_unavailable"``) or a ``stop_reason`` of a
+        compaction that produced no summary (``"max_tokens"``,
+        ``"model_context_window_exceeded"``, ``"tool_use"``, ``"refusal"``, ``"end_turn"``: a
+        200 with empty content). Only compaction requests that pass validation consume it.
+
+        Raises:
+            ValueError: ``n`` is negative or ``outcome`` is none of these.
+        """
+        with self._lock:
+            self._faults.fail_compactions(n, outcome)
+
     def malformed_transformations_next(self, entries: Iterable[Any]) -> None:
         """Append ``entries`` (any JSON values) as given to the next ``input_transformations``.
 
@@ -301,7 +335,7 @@ class Simulator:
         Raises:
             InvalidRequest: the API would refuse the request (its message says why), including
                 an empty, malformed or foreign signature, or altered thinking in an open
-                tool loop (VENDOR_RULES 6).
+                tool loop (provider rule 6).
         """
         body, betas = split_betas(request)
         validate_request(body, betas, self.system_message_models)
@@ -428,10 +462,15 @@ class Simulator:
         validate_request(body, betas, self.system_message_models)
         check_model(body["model"], self.extra_models)
         check_window(count_input(body), self.context_window)
+        if "compaction" in body:
+            check_request(body, betas, self.compaction_models)
         with self._lock:
             knobs = self._faults.take_knobs()
             self._issued.check(body)
             verifier = self._verifier
+            outcome = self._faults.take_compaction_outcome() if "compaction" in body else None
+        if "compaction" in body:
+            return self._compact(body, betas, request_id, verifier, (outcome, knobs.forced))
         result = answer(
             body,
             betas,
@@ -441,7 +480,7 @@ class Simulator:
             knobs=knobs,
             new_id=new_id,
         )
-        positions = items(body, result.walk.messages, organization=verifier.organization)
+        positions = items(body, result.view, organization=verifier.organization)
         with self._lock:
             self._issued.remember(result.message["content"])
             result.message["usage"].update(self.cache.process(positions).usage_fields())
@@ -455,9 +494,47 @@ class Simulator:
                 paths=[check.path_text for check in dropped],
                 reasons=[check.reason for check in dropped],
             )
+        return self._framed(body, result.message, request_id), result.message, dropped, unoffered
+
+    def _compact(
+        self,
+        body: dict[str, Any],
+        betas: frozenset[str],
+        request_id: str,
+        verifier: Verifier,
+        knobs: tuple[str | None, tuple[ForcedDrop, ...]],
+    ) -> tuple[HttpReply, dict[str, Any], tuple[BlockCheck, ...], tuple[str, ...]]:
+        """Answer a compaction request that passed ``check_request`` (VENDOR_RULES 23):
+        ``knobs`` is the scripted outcome and the forced drops."""
+        outcome, forced = knobs
+        mode = behavior(body, enforced=self.enforced)
+        walked = walk(verifier, body, mode=mode, forced=forced)
+        report = transformations(walked) if BINDING_BETA in betas else None
+        done = compaction_reply(
+            body,
+            walked,
+            verifier=verifier,
+            outcome=outcome,
+            input_tokens=count_input(body, walked.messages),
+            new_id=new_id,
+            transformations=report,
+        )
+        positions = items(body, walked.messages, organization=verifier.organization)
+        with self._lock:
+            usage = self.cache.process(positions)
+        entry = done.message["usage"]["iterations"][0]
+        entry.update({k: v for k, v in usage.usage_fields().items() if k in entry})
+        entry["cache_creation"] = usage.usage_fields()["cache_creation"]
+        if done.nonce is not None and done.coverage is not None:
+            self._compactions.remember(done.nonce, done.coverage)
+        logger.info("simulator_compacted", stop_reason=done.message["stop_reason"])
+        return self._framed(body, done.message, request_id), done.message, walked.dropped, ()
+
+    @staticmethod
+    def _framed(body: Mapping[str, Any], message: dict[str, Any], request_id: str) -> HttpReply:
         if body.get("stream") is True:
-            return sse_reply(result.message, request_id), result.message, dropped, unoffered
-        return json_reply(200, result.message, request_id), result.message, dropped, unoffered
+            return sse_reply(message, request_id)
+        return json_reply(200, message, request_id)
 
     # Clients -----------------------------------------------------------------------------------
 
@@ -524,4 +601,5 @@ class Simulator:
             self._faults._check()
             self._issued._check()
             self.cache._check()
+            self._compactions._check()
             assert all(isinstance(call.response, dict) for call in self._calls)

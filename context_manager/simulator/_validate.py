@@ -20,23 +20,13 @@ from ._api import (
     THINKING,
 )
 from ._cache import check_markers
+from ._compaction import COMPACTION, check_blocks
 from ._errors import InvalidRequest
 from ._models import SYSTEM_MESSAGE_MODELS
 from ._system import check_system_messages
 
-SAMPLING_FIELDS = frozenset({"temperature", "top_p", "top_k"})
-"""Sampling settings the API accepts (59 recorded 200s carry them) though the SDK names none."""
-
-BODY_FIELDS = (
-    frozenset(MessageCreateParamsBase.__annotations__) - {"betas"} | {"stream"} | SAMPLING_FIELDS
-)
-"""Top-level fields the API accepts: the SDK's create params (``betas`` is a header instead) and
-the sampling settings."""
-
-NULLABLE_FIELDS = frozenset({"citations", "cache_control", "page_age"})
-"""Fields the API takes as ``null`` (recorded 200s: Mirascope sends block-level ``citations`` and
-``cache_control`` as ``null``, four clients send back web-search results with ``page_age:
-null``)."""
+BODY_FIELDS = frozenset(MessageCreateParamsBase.__annotations__) - {"betas"} | {"stream"}
+"""Top-level fields the API accepts: the SDK's create params (``betas`` is a header instead)."""
 
 OPAQUE_JSON_FIELDS = frozenset({"input", "input_schema", "citations"})
 """Fields whose value is data, not request structure: a ``null`` inside a tool call's ``input``, a
@@ -104,11 +94,11 @@ def validate_request(
         raise InvalidRequest("max_tokens: Input should be an integer of at least 1")
     if "stream" in body and not isinstance(body["stream"], bool):
         raise InvalidRequest("stream: Input should be a valid boolean")
-    _check_sampling(body)
     _check_system(body.get("system"))
     _check_tools(body.get("tools", []))
     if "thinking" in body:
         _check_thinking(body["thinking"], max_tokens, betas)
+    check_blocks(body, betas)
     _check_messages(body["messages"], betas)
     check_system_messages(body, betas, system_message_models)
     check_markers(body)
@@ -119,22 +109,11 @@ def _no_nulls(value: Any, path: str) -> None:
         raise InvalidRequest(f"{path or 'body'}: Input should not be null; omit the field instead")
     if isinstance(value, dict):
         for key, item in value.items():
-            if key in OPAQUE_JSON_FIELDS or (item is None and key in NULLABLE_FIELDS):
-                continue
-            _no_nulls(item, f"{path}.{key}" if path else str(key))
+            if key not in OPAQUE_JSON_FIELDS:
+                _no_nulls(item, f"{path}.{key}" if path else str(key))
     elif isinstance(value, list):
         for index, item in enumerate(value):
             _no_nulls(item, f"{path}.{index}" if path else str(index))
-
-
-def _check_sampling(body: Mapping[str, Any]) -> None:
-    for name, top in (("temperature", 1.0), ("top_p", 1.0)):
-        value = body.get(name, 0.0)
-        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= top:
-            raise InvalidRequest(f"{name}: Input should be a number between 0 and {top:g}")
-    top_k = body.get("top_k", 0)
-    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
-        raise InvalidRequest("top_k: Input should be an integer of at least 0")
 
 
 def _check_system(system: Any) -> None:
@@ -160,10 +139,6 @@ def _check_tools(tools: Any) -> None:
             continue  # a server toolset (e.g. ``mcp_toolset``) is named by other fields
         if not isinstance(name, str) or not name:
             raise InvalidRequest(f"tools.{k}.name: Field required")
-        if tool.get("type", "custom") == "custom" and not isinstance(
-            tool.get("input_schema"), dict
-        ):
-            raise InvalidRequest(f"tools.{k}.custom.input_schema: Field required")
         if name in names:
             raise InvalidRequest(f"tools.{k}: Tool names must be unique; {name!r} appears twice")
         names.add(name)
@@ -214,7 +189,6 @@ def _check_thinking(thinking: Any, max_tokens: int, betas: frozenset[str]) -> No
 def _check_messages(messages: Any, betas: frozenset[str]) -> None:
     if not isinstance(messages, list) or not messages:
         raise InvalidRequest("messages: at least one message is required")
-    first_conversational = True
     for i, message in enumerate(messages):
         if not isinstance(message, dict):
             raise InvalidRequest(f"messages.{i}: Input should be an object")
@@ -228,12 +202,6 @@ def _check_messages(messages: Any, betas: frozenset[str]) -> None:
                 raise InvalidRequest(f"messages.{i}.{name}: Extra inputs are not permitted")
         if "content" not in message and not (role == "system" and "output_config" in message):
             raise InvalidRequest(f"messages.{i}.content: Field required")
-        if role != "system":
-            if first_conversational and role != "user":
-                raise InvalidRequest(
-                    f"messages.{i}: the first non-system message must use the 'user' role"
-                )
-            first_conversational = False
         _check_content(i, role, message.get("content", []), i == len(messages) - 1, betas)
     _check_tool_pairing(messages)
 
@@ -252,16 +220,15 @@ def _check_content(i: int, role: str, content: Any, last: bool, betas: frozenset
             f"messages.{i}: all messages must have non-empty content except for the optional "
             "final assistant message"
         )
-    # A whitespace-only text block is refused only when it is all the message has (recorded
-    # 200s send one beside other content: "\n\n" before thinking, " " between cited texts).
-    substance = any(not _blank_text(block) for block in blocks)
+    beside = not all(_blank_text(block) for block in blocks)
     for j, block in enumerate(blocks):
-        if substance and _blank_text(block):
-            continue
+        if beside and _blank_text(block) and block["text"]:
+            continue  # whitespace beside other content: sent back by clients, accepted
         _check_block(block, role, f"messages.{i}.content.{j}", betas)
 
 
 def _blank_text(block: Any) -> bool:
+    """A text block whose text is a string of whitespace only (or empty)."""
     return (
         isinstance(block, dict)
         and block.get("type") == "text"
@@ -279,7 +246,7 @@ def _check_block(block: Any, role: str, path: str, betas: frozenset[str]) -> Non
             raise InvalidRequest(
                 f"{path}.type: '{kind}' blocks are not permitted in system messages"
             )
-    elif role == "user" and kind not in USER_BLOCK_TYPES:
+    elif role == "user" and kind not in USER_BLOCK_TYPES and kind != COMPACTION:
         raise InvalidRequest(f"{path}.type: '{kind}' blocks are not permitted in user messages")
     elif role == "assistant" and kind in USER_ONLY_TYPES:
         raise InvalidRequest(
@@ -362,6 +329,11 @@ def _check_tool_pairing(messages: list[dict[str, Any]]) -> None:
                 expected[block["id"]] = (i, j)
             continue
         answered = set()
+        if expected and not any(block["type"] == "tool_result" for _, _, block in blocks):
+            # a call answered with text alone (a forced structured-output call): the API took
+            # it in 11 recorded requests (Mirascope, ellmer); an answer in part is refused
+            expected = {}
+            continue
         for i, j, block in blocks:
             if block["type"] != "tool_result":
                 continue
