@@ -316,15 +316,20 @@ class ContextManager:
             InvalidValue: unknown role (also a ``ValueError``).
             InvalidType: content is not blocks or wire dicts, or the metadata is not a dict
                 (also a ``TypeError``; the message names the item).
-            InvalidContent: a malformed block (``{"type": "text", "text": 5}``) or a message
-                with nothing to send (``""``); nothing is written.
+            InvalidContent: a malformed block (``{"type": "text", "text": 5}``) or a user or
+                system message with nothing to send (``""``); nothing is written.
         """
         checked = check_role(role)
         where = f"{checked} message"
         blocks = coerced_content(content, where)
         meta = coerce_meta(metadata)
+        # an assistant message is a record of what the model said, an empty answer included
+        # (sent with a placeholder); a user or system message with nothing in it is a mistake
         check_not_empty(
-            blocks, where, allowed=checked == "system" and "output_config" in meta.extra
+            blocks,
+            where,
+            allowed=checked == "assistant"
+            or (checked == "system" and "output_config" in meta.extra),
         )
         message_id = self.store.append(self.namespace, self._branch.key, checked, blocks, meta).id
         self.telemetry.stored(self._branch.key, message_id, meta, blocks)

@@ -14,6 +14,8 @@ from typing import Any
 
 import attrs
 
+from ._errors import InvalidValue
+
 EDITING_BETA = "context-management-2025-06-27"
 """The beta a request with ``context_management`` needs."""
 
@@ -26,7 +28,7 @@ CLEAR_THINKING = "clear_thinking_20251015"
 
 def _non_negative(_: Any, attribute: attrs.Attribute[Any], value: int | None) -> None:
     if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
-        raise ValueError(f"{attribute.name} must be a non-negative integer, got {value!r}")
+        raise InvalidValue(f"{attribute.name} must be a non-negative integer, got {value!r}")
 
 
 def _names(value: Any) -> tuple[str, ...]:

@@ -357,6 +357,13 @@ class Agent:
             finally:
                 self._close()
 
+    def has_unfinished_turn(self) -> bool:
+        """Whether a crash or Ctrl-C left a turn unfinished (``resume_turn`` would finish it):
+        the model has not answered the newest user message, or a round's calls are open. Reads
+        the store only (O(64) messages)."""
+        tail = self._recent_tail()
+        return bool(_unanswered(tail)) or _awaits_answer(tail)
+
     def _close_cut_round(self, open_calls: Sequence[ToolUseBlock]) -> None:
         """Answer the calls of a round a crash cut with error results, so the next message
         stored is not taken for the calls' answer (the API refuses a round left open)."""

@@ -15,6 +15,7 @@ import asyncio
 from collections import deque
 from collections.abc import Callable
 
+from context_manager._model._errors import InvalidValue
 from context_manager._model._log import library_logger
 from context_manager._model._messages import MessageId
 from context_manager._reasoning._audit import UntrustedText
@@ -103,7 +104,7 @@ class ReasoningHub:
         bound: int = LIVE_BUFFER_CHARS,
     ) -> None:
         if bound <= 0:
-            raise ValueError(f"bound must be a positive number of characters, got {bound!r}")
+            raise InvalidValue(f"bound must be a positive number of characters, got {bound!r}")
         self.agent = agent
         self.bound = bound
         self._sink = sink

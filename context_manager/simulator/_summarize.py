@@ -19,6 +19,8 @@ from typing import Any
 
 import attrs
 
+from context_manager import InvalidValue
+
 from ._canon import canonical_json, head_digest
 from ._compaction import COMPACTION, COMPACTION_BETA, Coverage, is_compaction, sign_summary
 from ._errors import InvalidRequest, SimulatedApiError
@@ -296,5 +298,5 @@ def check_outcome(outcome: str) -> str:
         ValueError: it is not.
     """
     if outcome not in OUTCOMES:
-        raise ValueError(f"outcome {outcome!r} is not one of {', '.join(sorted(OUTCOMES))}")
+        raise InvalidValue(f"outcome {outcome!r} is not one of {', '.join(sorted(OUTCOMES))}")
     return outcome
