@@ -20,8 +20,10 @@ from context_manager._model._errors import ContextManagerError
 
 from ._db import SIDECAR_SUFFIX, CliError
 from ._demo import run_demo
+from ._gateway import add_gateway, serve_gateway
 from ._otel import OTEL_CHOICES
 from ._run import run_session
+from ._serve import add_serve_commands, demo_then_serve
 from ._transcript import show_transcript
 
 PROG = "context-manager"
@@ -54,6 +56,8 @@ def _color(out: TextIO) -> bool:
 
 
 def _demo(args: argparse.Namespace, out: TextIO) -> int:
+    if args.serve:
+        return demo_then_serve(args, out, color=_color(out))
     return run_demo(args, out, color=_color(out))
 
 
@@ -63,6 +67,10 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
 
 def _transcript(args: argparse.Namespace, out: TextIO) -> int:
     return show_transcript(args, out, color=_color(out))
+
+
+def _gateway(args: argparse.Namespace, out: TextIO) -> int:
+    return serve_gateway(args, out)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -168,6 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
         ", when it exists)",
     )
     transcript.set_defaults(handler=_transcript)
+    add_gateway(commands, common, _gateway)
+    add_serve_commands(commands, common, demo)
     return parser
 
 
@@ -175,7 +185,7 @@ def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        return version("context-manager")
+        return version("thinking-context-manager")
     except PackageNotFoundError:  # pragma: no cover - run from a source tree without install
         return "unknown"
 

@@ -20,7 +20,7 @@ import attrs
 
 from context_manager._compile._strategies import Fold
 from context_manager._manager import ContextManager
-from context_manager._model._errors import BranchExists, ContextManagerError
+from context_manager._model._errors import BranchExists, CommandLineError, ContextManagerError
 from context_manager._model._head import Head
 from context_manager._model._messages import REASONING_LOSS_KIND, StoredMessage
 from context_manager._model._results import ThinkingStrip
@@ -212,11 +212,11 @@ class Session:
     # commands
     def _fork(self, name: str) -> None:
         if not name:
-            raise ValueError("usage: /fork NAME")
+            raise CommandLineError("usage: /fork NAME")
         try:
             self.agent.context.fork(name)
         except BranchExists as err:
-            raise ValueError(
+            raise CommandLineError(
                 f"branch {name!r} already exists; /switch {name} goes to it, or pick another "
                 f"name (/delete {name} deletes it, from another branch)"
             ) from err
@@ -224,13 +224,13 @@ class Session:
 
     def _delete(self, name: str) -> None:
         if not name:
-            raise ValueError("usage: /delete NAME")
+            raise CommandLineError("usage: /delete NAME")
         self.agent.context.delete_branch(name)
         self.say(f"deleted branch {name!r} (its messages stay stored; the name is free again)")
 
     def _switch(self, name: str) -> None:
         if not name:
-            raise ValueError("usage: /switch NAME")
+            raise CommandLineError("usage: /switch NAME")
         self.agent.context.switch_branch(name)
         self.follow.catch_up()
         self.say(f"now on branch {name!r}")
@@ -254,7 +254,7 @@ class Session:
 
     def _system(self, text: str) -> None:
         if not text:
-            raise ValueError("usage: /system TEXT")
+            raise CommandLineError("usage: /system TEXT")
         self.agent.head = attrs.evolve(self.agent.head, system=text)
         self.say("system text set")
 

@@ -99,7 +99,7 @@ class CompileResult:
     """Paths (``messages.i.content.j``) of thinking blocks the request sends that the requested
     model cannot read: the provider drops them (``model_binding_mismatch``, never a 400), and
     they stay in the request so that the blocks made meanwhile stay valid and a switch back to a
-    model that reads them reads them all (VENDOR_RULES 8). The strip reports them as a ``head``
+    model that reads them reads them all (provider rule 8). The strip reports them as a ``head``
     loss (``model``); ``place_drops`` expects their drops and does not count them."""
     shed: tuple[MessageId, ...] = ()
     """Stored reply ids whose thinking this compile shed (released, oldest first) to fit its
