@@ -16,7 +16,15 @@ from typing import Any
 
 import attrs
 import pytest
-from helpers import FAST_RETRY, GREP_TOOL, PROBE_HEAD, READ_LOG_TOOL, calling_script, cli
+from helpers import (
+    FAST_RETRY,
+    GREP_TOOL,
+    PROBE_HEAD,
+    READ_LOG_TOOL,
+    calling_script,
+    cli,
+    framework_params,
+)
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
@@ -29,6 +37,7 @@ from structlog.testing import capture_logs
 from context_manager import ContextManager, Fold, MemoryStore, TextBlock
 from context_manager._telemetry import FAILED_EVENT, Telemetry, capture_from_environment
 from context_manager._telemetry import _names as names
+from context_manager.adapters import ManagedAsyncAnthropic
 from context_manager.runtime import Agent, Runtime, TurnResult
 from context_manager.simulator import ORGANIZATION_MISMATCH, Simulator
 
@@ -547,3 +556,34 @@ def test_run_honours_the_standard_otel_variables_when_the_sdk_is_installed(
         env={"OTEL_TRACES_EXPORTER": "console", "OTEL_SDK_DISABLED": "true"},
     )
     assert span_names(off.stdout) == []
+
+
+async def test_the_managed_client_traces_each_call_with_its_compile_and_drops(otel: Otel) -> None:
+    sim = Simulator()
+    telemetry = Telemetry(otel.tracer_provider, otel.meter_provider)
+    client = ManagedAsyncAnthropic(
+        sim.client(), MemoryStore(), agent="ada", tracer_provider=telemetry
+    )
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "one"}]
+    first = await client.messages.create(**framework_params(messages))
+    messages += [
+        {"role": "assistant", "content": [b.model_dump() for b in first.content]},
+        {"role": "user", "content": "two"},
+    ]
+    sim.force_drop(paths=["messages.1.content.0"], reason=ORGANIZATION_MISMATCH)
+    async with client.beta.messages.stream(**framework_params(messages)) as stream:
+        await stream.get_final_message()
+    spans = otel.spans()
+    assert [s.name for s in spans] == ["compile", "chat claude-opus-5-5"] * 2
+    first_call, second_call = spans[1], spans[3]
+    assert first_call.kind == SpanKind.CLIENT
+    assert first_call.start_time is not None
+    assert spans[0].end_time is not None
+    assert first_call.start_time >= spans[0].end_time  # begun when the call was prepared
+    assert first_call.end_time is not None
+    assert first_call.end_time - first_call.start_time > 0
+    assert dict(first_call.attributes or {})["gen_ai.response.id"] == first.id
+    assert [name for name, _ in events(second_call)] == [
+        "context_manager.thinking_drop",
+        "context_manager.release",
+    ]

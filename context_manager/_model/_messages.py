@@ -51,6 +51,8 @@ def line_form(text: str) -> LineForm | None:
     if "Some of your earlier reasoning is no longer in your context:" in text:
         return "count"
     return "head"
+
+
 ASKER_KEY = "asker"
 """The ``metadata.extra`` key naming who asked the turn a message belongs to (the runtime's
 ``run_turn(..., asker=...)``): the trigger, its tool results and its replies carry it. The live

@@ -48,11 +48,13 @@ class CallSpan(SpanHandle):
 
     __slots__ = ("_attributes", "_started", "_watch")
 
-    def __init__(self, watch: Telemetry, handle: SpanHandle, attributes: dict[str, Any]) -> None:
+    def __init__(
+        self, watch: Telemetry, handle: SpanHandle, attributes: dict[str, Any], started: int
+    ) -> None:
         super().__init__(handle._span, handle._token)
         self._watch = watch
         self._attributes = attributes
-        self._started = time.perf_counter()
+        self._started = started
 
     def answered(self, message: object, agent: str) -> None:
         """The reply is in: its model, id, finish reason and usage go on the span and metrics."""
@@ -67,7 +69,7 @@ class CallSpan(SpanHandle):
     def close(self, err: BaseException | None) -> None:
         if err is not None:
             self._attributes[n.ERROR_TYPE] = error_type(err)
-        self._watch._duration(time.perf_counter() - self._started, self._attributes)
+        self._watch._duration((time.time_ns() - self._started) / 1e9, self._attributes)
         super().close(err)
 
 
@@ -197,15 +199,20 @@ class Telemetry:
         return off
 
     # spans
-    def start(self, name: str, kind: str, attributes: Attributes) -> SpanHandle:
-        """Start span ``name`` (``kind``: ``"client"`` or ``"internal"``) as the current one."""
+    def start(
+        self, name: str, kind: str, attributes: Attributes, *, since: int | None = None
+    ) -> SpanHandle:
+        """Start span ``name`` (``kind``: ``"client"`` or ``"internal"``) as the current one,
+        backdated to ``since`` (``time.time_ns()``) when given."""
         if not self.enabled:
             return NULL_SPAN
         try:
             from opentelemetry import context, trace
 
             span_kind = trace.SpanKind.CLIENT if kind == "client" else trace.SpanKind.INTERNAL
-            span = self._tracer.start_span(name, kind=span_kind, attributes=dict(attributes))
+            span = self._tracer.start_span(
+                name, kind=span_kind, attributes=dict(attributes), start_time=since
+            )
         except Exception as err:
             failed("start_span", err)
             return NULL_SPAN
@@ -320,8 +327,10 @@ class Telemetry:
         }
         return self.start(f"{n.OP_INVOKE_AGENT} {agent}", "internal", attributes)
 
-    def call(self, result: CompileResult) -> SpanHandle:
-        """The ``chat {model}`` span (client) of one model call of ``result``'s request."""
+    def call(self, result: CompileResult, *, since: int | None = None) -> SpanHandle:
+        """The ``chat {model}`` span (client) of one model call of ``result``'s request; a
+        host that sees the call only once it is over (the managed client) passes when it began
+        as ``since`` (``time.time_ns()``)."""
         if not self.enabled:
             return NULL_SPAN
         try:
@@ -329,8 +338,10 @@ class Telemetry:
         except Exception as err:
             failed("call", err)
             return NULL_SPAN
-        handle = self.start(f"{n.OP_CHAT} {attributes[n.REQUEST_MODEL]}", "client", attributes)
-        return CallSpan(self, handle, attributes)
+        started = time.time_ns() if since is None else since
+        name = f"{n.OP_CHAT} {attributes[n.REQUEST_MODEL]}"
+        handle = self.start(name, "client", attributes, since=started)
+        return CallSpan(self, handle, attributes, started)
 
     def tool(self, use: ToolUseBlock) -> SpanHandle:
         """The ``execute_tool {name}`` span (internal) of one tool run."""

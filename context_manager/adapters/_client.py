@@ -19,7 +19,7 @@ import attrs
 
 from context_manager._compile._caching import Caching
 from context_manager._compile._strategies import Strategy
-from context_manager._manager import ContextManager
+from context_manager._manager import ContextManager, TracerProviderOption
 from context_manager._model._head import ThinkingBinding
 from context_manager._reasoning._capture import ReasoningCapture
 from context_manager._store._protocol import Store
@@ -148,6 +148,7 @@ class _Managed:
         caching: Caching | None = None,
         teller: ReasoningLossTeller | None = None,
         agents: ManagedAgents | None = None,
+        tracer_provider: TracerProviderOption = None,
     ) -> None:
         if agents is None:
             if store is None or agent is None:
@@ -160,6 +161,7 @@ class _Managed:
                 reasoning=reasoning,
                 caching=caching,
                 teller=teller,
+                tracer_provider=tracer_provider,
             )
         self._client = client
         self.agents: ManagedAgents = agents
