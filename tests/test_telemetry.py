@@ -587,3 +587,11 @@ async def test_the_managed_client_traces_each_call_with_its_compile_and_drops(ot
         "context_manager.thinking_drop",
         "context_manager.release",
     ]
+
+
+def test_the_gateway_takes_otel_console_too() -> None:
+    shown = cli("gateway", "--help")
+    assert "--otel {console}" in shown.stdout
+    refused = cli("gateway", "--db", "x.db", "--otel", "jaeger")
+    assert refused.returncode == 2
+    assert "invalid choice: 'jaeger'" in refused.stderr
