@@ -34,7 +34,7 @@ from opentelemetry.semconv._incubating.attributes import gen_ai_attributes
 from opentelemetry.trace import SpanKind
 from structlog.testing import capture_logs
 
-from context_manager import ContextManager, Fold, MemoryStore, TextBlock
+from context_manager import CompileResult, ContextManager, Fold, MemoryStore, TextBlock
 from context_manager._telemetry import FAILED_EVENT, Telemetry, capture_from_environment
 from context_manager._telemetry import _names as names
 from context_manager.adapters import ManagedAsyncAnthropic
@@ -377,9 +377,8 @@ def test_the_content_capture_setting_reads_the_conventions_variable() -> None:
     assert capture_from_environment({variable: "NO_CONTENT"}) is False
 
 
-def test_a_direct_compile_and_a_host_release_are_traced_through_context_manager_open(
-    otel: Otel,
-) -> None:
+def first_compile(otel: Otel) -> tuple[ContextManager, CompileResult]:
+    """A traced context through ``ContextManager.open``, after its first compile."""
     cm = ContextManager.open(
         MemoryStore(),
         namespace="ada",
@@ -387,7 +386,13 @@ def test_a_direct_compile_and_a_host_release_are_traced_through_context_manager_
         meter_provider=otel.meter_provider,
     )
     cm.add_message("user", "hello")
-    result = cm.compile(HEAD)
+    return cm, cm.compile(HEAD)
+
+
+def test_a_direct_compile_and_a_host_release_are_traced_through_context_manager_open(
+    otel: Otel,
+) -> None:
+    cm, result = first_compile(otel)
     reply = cm.record_reply(
         [{"type": "thinking", "thinking": "hm", "signature": "sig"}, TextBlock("hi")], result
     )
@@ -595,3 +600,36 @@ def test_the_gateway_takes_otel_console_too() -> None:
     refused = cli("gateway", "--db", "x.db", "--otel", "jaeger")
     assert refused.returncode == 2
     assert "invalid choice: 'jaeger'" in refused.stderr
+
+
+def test_an_unplaced_drop_is_an_event_with_why_it_could_not_be_placed(otel: Otel) -> None:
+    cm, result = first_compile(otel)
+    report = {
+        "input_transformations": [
+            {
+                "type": "thinking_dropped",
+                "path": "messages.9.content.0",
+                "reason": "prefix_binding_mismatch",
+            }
+        ]
+    }
+    placed = cm.place_drops(report, result)
+    (unplaced,) = placed.unplaced
+    spans = otel.spans()
+    assert [s.name for s in spans] == ["compile", "place_drops"]
+    assert events(spans[1]) == [
+        (
+            "context_manager.thinking_drop",
+            {
+                "context_manager.placed": False,
+                "context_manager.reason": "prefix_binding_mismatch",
+                "context_manager.path": "messages.9.content.0",
+                "context_manager.why": unplaced.why,
+                "context_manager.branch": cm.current_branch_key(),
+            },
+        )
+    ]
+    drops = otel.metrics()["context_manager.thinking.drops"]["data"]["data_points"]
+    assert [p["attributes"] for p in drops] == [
+        {"context_manager.reason": "prefix_binding_mismatch", "context_manager.placed": False}
+    ]
