@@ -7,6 +7,7 @@ Every test reads what an operator's backend would receive (``InMemorySpanExporte
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -633,3 +634,47 @@ def test_an_unplaced_drop_is_an_event_with_why_it_could_not_be_placed(otel: Otel
     assert [p["attributes"] for p in drops] == [
         {"context_manager.reason": "prefix_binding_mismatch", "context_manager.placed": False}
     ]
+
+
+def test_the_tracing_example_prints_the_span_tree_docs_tracing_shows(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "tracing.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},  # this tree, not an installed copy
+    )
+    assert done.returncode == 0, done.stderr
+    decoder = json.JSONDecoder()
+    spans, at = [], done.stdout.find("{")
+    while at != -1:
+        span, end = decoder.raw_decode(done.stdout, at)
+        spans.append(span)
+        at = done.stdout.find("{", end)
+    children: dict[str | None, list[dict[str, Any]]] = {}
+    for span in spans:
+        children.setdefault(span["parent_id"], []).append(span)
+
+    def tree(parent: str | None, depth: int) -> list[str]:
+        lines = []
+        for span in sorted(children.get(parent, []), key=lambda s: s["start_time"]):
+            lines.append(
+                "  " * depth + " ".join([span["name"], *(e["name"] for e in span["events"])])
+            )
+            lines += tree(span["context"]["span_id"], depth + 1)
+        return lines
+
+    chat = "chat claude-opus-5-5"
+    assert tree(None, 0) == [
+        "invoke_agent ada",
+        "  compile",
+        f"  {chat}",
+        "invoke_agent ada context_manager.notice",
+        "  compile context_manager.head_change",
+        f"  {chat} context_manager.thinking_drop context_manager.release",
+        "  execute_tool read_log",
+        "  compile context_manager.thinking_strip",
+        f"  {chat}",
+    ]
+    assert "The log is in." not in done.stdout  # reasoning text: never
