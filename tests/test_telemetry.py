@@ -35,7 +35,7 @@ from opentelemetry.semconv._incubating.attributes import gen_ai_attributes
 from opentelemetry.trace import SpanKind
 from structlog.testing import capture_logs
 
-from context_manager import CompileResult, ContextManager, Fold, MemoryStore, TextBlock
+from context_manager import CompileResult, ContextManager, Fold, MemoryStore, TextBlock, Window
 from context_manager._telemetry import FAILED_EVENT, Telemetry, capture_from_environment
 from context_manager._telemetry import _names as names
 from context_manager.adapters import ManagedAsyncAnthropic
@@ -678,3 +678,34 @@ def test_the_tracing_example_prints_the_span_tree_docs_tracing_shows(tmp_path: P
         f"  {chat}",
     ]
     assert "The log is in." not in done.stdout  # reasoning text: never
+
+
+def test_a_shed_is_on_its_compile_span_with_one_release_per_reply(otel: Otel) -> None:
+    cm = ContextManager.open(
+        MemoryStore(),
+        namespace="ada",
+        strategy=Window(1_000),
+        tracer_provider=otel.tracer_provider,
+        meter_provider=otel.meter_provider,
+    )
+    results: list[CompileResult] = []
+    for n in range(12):  # replies whose thinking dominates the tokens
+        cm.add_message("user", f"question {n}")
+        results.append(cm.compile(HEAD))
+        thought = {"type": "thinking", "thinking": "x" * 400, "signature": f"sig{n}"}
+        cm.record_reply([thought, {"type": "text", "text": f"a{n}"}], results[-1])
+    shedding = [r for r in results if r.shed]
+    assert shedding  # the window sheds the oldest thinking as the history grows
+    spans = {dict(s.attributes or {})[names.COMPILE_ID]: s for s in otel.spans()}
+    for result in results:
+        span = spans[result.compile_id]
+        assert dict(span.attributes or {}).get(names.COMPILE_SHED, 0) == len(result.shed)
+        releases = [a for name, a in events(span) if name == "context_manager.release"]
+        assert releases == [
+            {
+                "context_manager.branch": result.branch,
+                "context_manager.message_id": reply,
+                "context_manager.origin": "shed",
+            }
+            for reply in result.shed
+        ]

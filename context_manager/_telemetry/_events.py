@@ -104,10 +104,14 @@ def drop_events(placed: PlacedDrops) -> Iterator[dict[str, Any]]:
 
 
 def release_attributes(
-    branch: str, message_id: str, from_block: int, origin: str
+    branch: str, message_id: str, from_block: int | None, origin: str
 ) -> dict[str, Any]:
-    """A ``context_manager.release`` event: whose thinking, from which block, and why."""
-    return {n.BRANCH: branch, n.MESSAGE_ID: message_id, n.FROM_BLOCK: from_block, n.ORIGIN: origin}
+    """A ``context_manager.release`` event: whose thinking, from which block (left out when not
+    known: a shed reports replies), and why (``host``, ``drop``, ``shed``)."""
+    out: dict[str, Any] = {n.BRANCH: branch, n.MESSAGE_ID: message_id, n.ORIGIN: origin}
+    if from_block is not None:
+        out[n.FROM_BLOCK] = from_block
+    return out
 
 
 def head_change_attributes(message: StoredMessage) -> dict[str, Any]:

@@ -268,7 +268,7 @@ class Telemetry:
             for message_id in result.shed:
                 span.event(
                     n.RELEASE_EVENT,
-                    _events.release_attributes(result.branch, message_id, 0, "shed"),
+                    _events.release_attributes(result.branch, message_id, None, "shed"),
                 )
         except Exception as err:
             failed("compiled", err)
