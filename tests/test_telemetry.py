@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import attrs
 import pytest
 from helpers import (
@@ -32,7 +33,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import SpanKind, StatusCode
 from structlog.testing import capture_logs
 
 from context_manager import CompileResult, ContextManager, Fold, MemoryStore, TextBlock, Window
@@ -709,3 +710,25 @@ def test_a_shed_is_on_its_compile_span_with_one_release_per_reply(otel: Otel) ->
             }
             for reply in result.shed
         ]
+
+
+async def test_a_refused_call_ends_its_spans_failed_with_the_status_as_error_type(
+    otel: Otel,
+) -> None:
+    sim = Simulator(script=calling_script())
+    ada = runtime(sim, otel).register(Agent("ada", HEAD))
+    sim.fail_next(FAST_RETRY.attempts, status=529)
+    with pytest.raises(anthropic.APIStatusError, match="Overloaded"):
+        await ada.run_turn("hello")
+    compile_span, chat, turn = otel.spans()
+    assert (compile_span.name, chat.name, turn.name) == (
+        "compile",
+        "chat claude-opus-5-5",
+        "invoke_agent ada",
+    )
+    assert dict(chat.attributes or {})["error.type"] == "529"
+    assert chat.status.status_code == StatusCode.ERROR
+    assert turn.status.status_code == StatusCode.ERROR
+    (point,) = otel.metrics()["gen_ai.client.operation.duration"]["data"]["data_points"]
+    assert point["attributes"]["error.type"] == "529"
+    assert "gen_ai.client.token.usage" not in otel.metrics()  # no reply, no usage
