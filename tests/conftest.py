@@ -119,9 +119,7 @@ def no_render_snapshots() -> Iterator[None]:
 # raises every other property test's examples with it.
 from hypothesis import settings as _hypothesis_settings  # noqa: E402
 
-_hypothesis_settings.register_profile(
-    "ci", max_examples=300, stateful_step_count=10, deadline=None
-)
+_hypothesis_settings.register_profile("ci", max_examples=300, stateful_step_count=10, deadline=None)
 _hypothesis_settings.register_profile(
     "long", max_examples=3000, stateful_step_count=25, deadline=None
 )

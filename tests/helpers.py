@@ -337,6 +337,8 @@ def framework_params(
         "messages": list(messages),
         **more,
     }
+
+
 SUMMARIZED = {"type": "adaptive", "display": "summarized"}
 """A thinking setting under which the simulator streams readable thinking text."""
 

@@ -163,8 +163,10 @@ def test_many_hosts_opening_a_new_schema_at_once_all_succeed(postgres_dsn: str) 
         thread.join()
     try:
         assert errors == []
-        ids = [ContextManager.open(s, namespace=f"a{i}").add_message("user", "hi") for i, s in
-               enumerate(made)]
+        ids = [
+            ContextManager.open(s, namespace=f"a{i}").add_message("user", "hi")
+            for i, s in enumerate(made)
+        ]
         assert len(set(ids)) == len(made)
     finally:
         for store in made:
@@ -183,9 +185,7 @@ def test_opening_a_store_while_another_host_migrates_waits_for_the_migration_to_
     errors: list[BaseException] = []
     with psycopg.connect(postgres_dsn, autocommit=True) as migrating:
         with migrating.transaction():
-            migrating.execute(
-                "SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, MIGRATION_LOCK)
-            )
+            migrating.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, MIGRATION_LOCK))
 
             def open_one() -> None:
                 try:
@@ -226,9 +226,11 @@ def test_a_compile_on_one_host_sees_what_another_host_committed(
 
     sent = a.compile(HEAD).request["messages"]
 
-    assert [
-        m["content"][0]["text"] for m in sent
-    ] == ["from a, edited on b", "reply from a", "again from a"]
+    assert [m["content"][0]["text"] for m in sent] == [
+        "from a, edited on b",
+        "reply from a",
+        "again from a",
+    ]
 
 
 def test_a_host_holding_the_agent_makes_another_wait_then_fail_naming_the_holder(

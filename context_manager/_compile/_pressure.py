@@ -19,6 +19,7 @@ from ._inflight import inflight_index
 from ._run import Draft, Run
 from ._selection import jump_anchor, required_tokens
 from ._stage_fold import fold
+from ._stage_shed import shed
 
 Pass = Callable[[Run, Draft], Generator[FoldRequest, str, Draft]]
 """One pressure pass."""
@@ -37,19 +38,6 @@ def _fits(run: Run, draft: Draft) -> None:
         needed = required_tokens(draft.state.spans)
         if needed > run.budget:
             raise OverBudget(run.budget, needed)
-
-
-def shed(run: Run, draft: Draft) -> Generator[FoldRequest, str, Draft]:
-    """Leave out the oldest sent thinking down to the window's target (SPEC 7, shedding),
-    unless a fold ran (it re-rendered already)."""
-    yield from ()
-    limit = run.limit
-    if limit is None or draft.folded or not run.engine.sheds():
-        return draft
-    if draft.state.total_tokens <= limit[1]:
-        return draft
-    state = run.engine.shed(run, draft.ctx, draft.state, limit[0], draft.pending())
-    return attrs.evolve(draft, state=state)
 
 
 def jump(run: Run, draft: Draft) -> Generator[FoldRequest, str, Draft]:
