@@ -60,6 +60,7 @@ from ._model._errors import (
     StorePathError,
     StoreRefused,
     StoreUnavailable,
+    TelemetryUnavailable,
 )
 from ._model._head import Head, ThinkingBinding
 from ._model._log import LibraryLogger, library_logger
@@ -87,6 +88,7 @@ from ._store._memory import MemoryStore
 from ._store._postgres import PostgresStore
 from ._store._protocol import BranchRecord, BranchRef, Store, branch_key
 from ._store._sqlite import SQLiteStore
+from ._telemetry import Telemetry
 
 __all__ = [
     "ASKER_KEY",
@@ -154,6 +156,8 @@ __all__ = [
     "StoreRefused",
     "StoreUnavailable",
     "StoredMessage",
+    "Telemetry",
+    "TelemetryUnavailable",
     "TextBlock",
     "ThinkingBinding",
     "ThinkingBlock",

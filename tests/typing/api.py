@@ -24,6 +24,7 @@ from context_manager import (
     Passthrough,
     PlacedDrops,
     SQLiteStore,
+    Telemetry,
     TextBlock,
     ThinkingBinding,
     ThinkingStrip,
@@ -78,6 +79,9 @@ async def main() -> None:
     ContextManager.open(
         MemoryStore(), strategy=Fold(lambda ms: f"{len(ms)} messages", trigger_tokens=50_000)
     )
+    traced = ContextManager.open(MemoryStore(), tracer_provider=True)
+    shared: Telemetry = traced.telemetry
+    Runtime(client, MemoryStore(), tracer_provider=shared)
 
     runtime = Runtime(
         client,
