@@ -48,7 +48,7 @@ from ._model._process import PROCESS
 from ._model._request import sdk_request
 from ._model._results import CompileResult, ThinkingStrip
 from ._reasoning._capture import ReasoningCapture, resolve_without_sidecar
-from ._reconcile import Reconciliation
+from ._reconcile import KeyCache, Reconciliation
 from ._reconcile import reconcile as reconcile_params
 from ._store._hold import HOLD_TIMEOUT_SECONDS, Hold, LocalHolds, holder_identity
 from ._store._lineage import lineage_of
@@ -118,6 +118,7 @@ class ContextManager:
         self._async_locks: dict[str, tuple[asyncio.Lock, asyncio.AbstractEventLoop]] = {}
         self._branch = self._ensure_branch()
         self._compiler = Compiler(self)
+        self._reconcile_keys: KeyCache = {}
         self.last_reconciliation: Reconciliation | None = None
         """What the last ``reconcile`` stored, edited, folded or rewound (``None`` before one)."""
 
@@ -381,6 +382,7 @@ class ContextManager:
         ``None``; the next compile re-reads them from the store. Call when a fork's or a run's
         work ends (the runtime does, for ``Agent.forked`` and ``Runtime.ephemeral``)."""
         if key is None:
+            self._reconcile_keys.clear()
             self._compiler.forget_all()
             self._async_locks.clear()
             return
@@ -520,12 +522,22 @@ class ContextManager:
                 server-held ``thread`` (a ``ValueError``).
         """
         follow = isinstance(self.strategy, Passthrough) if follow_window is None else follow_window
+
+        def compile(head: Head, dry: bool) -> CompileResult:
+            return _for_the_sdk(self._compiler.compile(head, budget=None, dry_run=dry))
+
         done, result = reconcile_params(
-            self, params, follow_window=follow, dry_run=dry_run, boundary=boundary
+            self,
+            params,
+            compile=compile,
+            follow_window=follow,
+            dry_run=dry_run,
+            boundary=boundary,
+            keys=self._reconcile_keys,
         )
         if not dry_run:
             self.last_reconciliation = done
-        return result
+        return self._notify(result)
 
     def record_reply(
         self,

@@ -23,6 +23,7 @@ from context_manager import (
     MemoryStore,
     Passthrough,
     PlacedDrops,
+    Reconciliation,
     SQLiteStore,
     Telemetry,
     TextBlock,
@@ -33,6 +34,7 @@ from context_manager import (
     parse_input_transformations,
     place_thinking_drops,
 )
+from context_manager.adapters import ManagedAsyncAnthropic
 from context_manager.runtime import Agent, Runtime, TurnResult
 from context_manager.simulator import Simulator
 from notices import ReasoningLossTeller, reasoning_loss_line
@@ -107,6 +109,18 @@ async def main() -> None:
     ada.head = attrs.evolve(ada.head, tools=[])
     print(ada.context.current_branch_key())
     print(reasoning_loss_line("ada", "count", count=1))
+
+    reconciled: CompileResult = cm.reconcile(
+        {
+            "model": "claude-opus-5-5",
+            "max_tokens": 64,
+            "messages": [{"role": "user", "content": "hi"}],
+        }
+    )
+    done: Reconciliation | None = cm.last_reconciliation
+    print(reconciled.request["messages"], done)
+    managed = ManagedAsyncAnthropic(client, MemoryStore(), agent=("ada", "main"))
+    print(managed.context("ada").current_branch().name, managed.agents.waiting("ada"))
 
 
 asyncio.run(main())
