@@ -522,14 +522,18 @@ def test_a_tool_use_without_a_stored_result_is_answered_so_the_request_stays_val
     assert messages[-1]["content"][0]["is_error"] is True
 
 
-def test_a_history_that_starts_with_the_assistant_opens_with_a_user_message(
+def test_a_history_that_starts_with_the_assistant_is_sent_as_stored(
     cm: ContextManager,
 ) -> None:
+    """Issue 28 item 10: pydantic-ai's recorded request opening with an assistant message was
+    accepted as sent; no placeholder user message is put before it."""
     cm.add_message("assistant", "I was here first")
     cm.add_message("user", "q")
-    messages = cm.compile(HEAD).request["messages"]
-    assert messages[0]["role"] == "user"
-    assert messages[1]["role"] == "assistant"
+    messages = unmarked(cm.compile(HEAD).request["messages"])
+    assert messages == [
+        {"role": "assistant", "content": [{"type": "text", "text": "I was here first"}]},
+        {"role": "user", "content": [{"type": "text", "text": "q"}]},
+    ]
 
 
 def test_a_fold_strips_the_kept_tail_and_the_replies_it_folds_away_with_cause_messages(

@@ -524,7 +524,7 @@ async def test_a_script_may_answer_with_blocks_wire_dicts_and_strings() -> None:
     assert seen[0]["messages"] == [{"role": "user", "content": "why?"}]
 
 
-async def test_a_tool_round_fed_back_verifies_and_a_missing_result_is_refused() -> None:
+async def test_a_tool_round_fed_back_verifies_and_a_result_for_another_call_is_refused() -> None:
     def script(req: dict[str, Any]) -> list[Any]:
         if req["messages"][-1]["content"][0].get("type") == "tool_result":
             return [{"type": "thinking", "thinking": "Got it."}, "The log is clean."]
@@ -540,10 +540,11 @@ async def test_a_tool_round_fed_back_verifies_and_a_missing_result_is_refused() 
         ]
         first = await c.beta.messages.create(**request(messages))
         tool_id = first.content[1].id
+        stray = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_x"}]}
         with pytest.raises(
-            anthropic.BadRequestError, match=rf"messages\.1: `tool_use` ids .*{tool_id}"
+            anthropic.BadRequestError, match=r"messages\.2\.content\.0: unexpected `tool_use_id`"
         ):
-            await c.beta.messages.create(**request([*messages, wire(first), *next_turn([])]))
+            await c.beta.messages.create(**request([*messages, wire(first), stray]))
         result = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tool_id}]}
         second = await c.beta.messages.create(**request([*messages, wire(first), result]))
 

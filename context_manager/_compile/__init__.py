@@ -41,8 +41,8 @@ from ._fold import (
     summary_parts,
 )
 from ._render import (
+    EMPTY_REPLY_TEXT,
     MISSING_RESULT_TEXT,
-    OMITTED_HISTORY_TEXT,
     RenderContext,
     RenderState,
     Span,
@@ -87,11 +87,11 @@ __all__ = [
     "CHARS_PER_TOKEN",
     "COUNT_FIELDS",
     "DEFAULT_MAX_TOKENS",
+    "EMPTY_REPLY_TEXT",
     "MARKABLE_ROLES",
     "MAX_BREAKPOINTS",
     "MESSAGE_OVERHEAD_TOKENS",
     "MISSING_RESULT_TEXT",
-    "OMITTED_HISTORY_TEXT",
     "READ_CHUNK",
     "STAMP_CACHE_LIMIT",
     "SUMMARY_HEADING",

@@ -84,8 +84,8 @@ class Change:
 
 def head_json(head: Head) -> dict[str, Any]:
     """``{"system", "tools"}`` of ``head`` as JSON (what an anchor keeps)."""
-    system = head.system if head.system is None or isinstance(head.system, str) else list(
-        head.system
+    system = (
+        head.system if head.system is None or isinstance(head.system, str) else list(head.system)
     )
     return {"system": system, "tools": [dict(t) for t in head.tools]}
 

@@ -3,8 +3,9 @@
 ``RenderState`` is the incremental part of a compile: the rendered messages, their provenance,
 token estimates, the running chain and the strips not yet reported. ``render_message`` extends
 it by one stored message in O(size of that message); nothing earlier is re-hashed or re-rendered.
-Invariants (``RenderState._check``): no empty message, no two adjacent messages of one role, the
-first message is the user's, every ``tool_use`` is answered in the next message.
+Invariants (``RenderState._check``): no empty message, no two adjacent messages of one role,
+every ``tool_use`` is answered in the next message. The first message is the first one stored
+in the render (an assistant message stays first: the API takes it as stored).
 """
 
 from __future__ import annotations
@@ -90,10 +91,11 @@ _EXACT: frozenset[type[Any]] = frozenset(
 _TAGS = {role: block_tag(role) for role in ("user", "assistant", "system")}
 """Each role's ``block_tag``, made once."""
 
-OMITTED_HISTORY_TEXT = "[earlier conversation omitted]"
-"""Opens a render whose first kept message is not the user's (the API requires a user first)."""
-
 MISSING_RESULT_TEXT = "No result was recorded for this tool call."
+
+EMPTY_REPLY_TEXT = "[empty reply]"
+"""Stands for a reply that said nothing (one empty text block, which the API refuses) once a
+user message follows it, so the turns around it stay apart (as chatlas and ellmer send)."""
 
 SYSTEM_FIELDS = ("clear_at", "output_config")
 """Fields of a stored system message (kept in ``metadata.extra``) sent on its message."""
@@ -200,6 +202,9 @@ class RenderState:
     """Betas the rendered system messages need."""
     last_change: dict[str, Any] | None = None
     """What is sent after the newest ``head-change`` message rendered (SPEC 7b), if any."""
+    blank_reply: bool = False
+    """The newest message rendered is the user's and a reply that said nothing followed it:
+    the next user message is preceded by ``EMPTY_REPLY_TEXT`` as the assistant's turn."""
 
     def copy(self) -> RenderState:
         """A copy whose lists can grow without touching this one (O(window) references)."""
@@ -222,7 +227,6 @@ class RenderState:
     def _check(self) -> None:
         assert len(self.messages) == len(self.provenance) == len(self.message_tokens)
         assert self.total_tokens == sum(self.message_tokens)
-        assert not self.messages or self.messages[0]["role"] == "user"
         for before, after in zip(self.messages, self.messages[1:], strict=False):
             assert before["role"] != after["role"], "adjacent messages share a role"
             if after["role"] == "system":
@@ -233,6 +237,16 @@ class RenderState:
 
 def _text_only(blocks: tuple[Block, ...]) -> list[tuple[int, Block]]:
     return [(b, block) for b, block in enumerate(blocks) if isinstance(block, TextBlock)]
+
+
+def _blank_only(blocks: tuple[Block, ...]) -> bool:
+    """True when every block is text with nothing but whitespace (or nothing)."""
+    return all(isinstance(b, TextBlock) and not b.text.strip() for b in blocks)
+
+
+def _blank_wire(blocks: list[dict[str, Any]]) -> bool:
+    """True when every wire block is text with nothing but whitespace (the API refuses it)."""
+    return all(w.get("type") == "text" and not str(w.get("text", "")).strip() for w in blocks)
 
 
 def rendered_role(message: StoredMessage, state: RenderState, ctx: RenderContext) -> str:
@@ -359,9 +373,7 @@ def judge_thinking(
         elif ctx.binds and isinstance(head, Mapping):
             readable = producer_readable(stamp or {}, ctx.model, ctx.digests["model"], ctx.reads)
             changed = head_changes(head, ctx.digests, ctx.bound, readable=readable)
-            verdict, changed = (
-                appended_cause(ctx, "head", changed, stamp) if changed else ("", ())
-            )
+            verdict, changed = appended_cause(ctx, "head", changed, stamp) if changed else ("", ())
             if verdict == "head":
                 return "head", changed
         return "released", ()
@@ -427,6 +439,10 @@ def appended_cause(
     if not unreadable and not any(c != "model" and c in ctx.bound for c in kept):
         return "prefix", ()
     return "head", kept
+
+
+def _empty_reply() -> dict[str, Any]:
+    return {"type": "text", "text": EMPTY_REPLY_TEXT}
 
 
 def _synthetic_results(open_ids: Mapping[str, str]) -> list[dict[str, Any]]:
@@ -546,16 +562,18 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
     if role == "system":
         _hold_system(state, ctx, message)
         return 0
-    if not state.messages and role != "user":
-        _push(
-            state, ctx, "user", [{"type": "text", "text": OMITTED_HISTORY_TEXT}], "synthetic", None
-        )
-    follows_reply = role == "assistant" and state.messages[-1]["role"] == "assistant"
+    if role == "user" and state.blank_reply and state.messages[-1]["role"] == "user":
+        _push(state, ctx, "assistant", [_empty_reply()], "synthetic", None)
+    state.blank_reply = False
+    follows_reply = (
+        role == "assistant" and bool(state.messages) and state.messages[-1]["role"] == "assistant"
+    )
     if state.open_tool_uses and role != "user" and not follows_reply:
         # a reply stored right after a reply merges with it; the round stays open for both
         _push(state, ctx, "user", _synthetic_results(state.open_tool_uses), "synthetic", None)
         state.open_tool_uses = {}
-    if role == "assistant" and state.pending_system and state.messages[-1]["role"] == "user":
+    after_user = bool(state.messages) and state.messages[-1]["role"] == "user"
+    if role == "assistant" and state.pending_system and after_user:
         _place_system(state, ctx)
 
     last = state.messages[-1] if state.messages else None
@@ -571,7 +589,9 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
     if role == "user" and state.open_tool_uses:
         results = {b.tool_use_id for b in message.content if isinstance(b, ToolResultBlock)}
         missing = {t: n for t, n in state.open_tool_uses.items() if t not in results}
-        if missing:
+        if missing and (results or notice):
+            # a call answered with text alone is sent as stored (a forced structured-output
+            # call: the API took it); a round answered in part, or by a notice, is closed
             synthetic = _synthetic_results(missing)
 
     last_kept = state.last_kept
@@ -600,14 +620,15 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
             chars += wire_chars(wire)
         kept.append(wire)
     clean = message.role == "user"  # and no tool result: a render may start here
+    blank = _blank_only(content)  # whitespace text is sent only beside other content
     for index, block in enumerate(content):
         cls = type(block)
         if cls not in _EXACT:  # a subclass: judged as its block class
             cls = next((c for c in _EXACT if isinstance(block, c)), cls)
         if cls is TextBlock:
             text = block.text  # type: ignore[union-attr]
-            if not text or text.isspace():
-                continue
+            if not text or (blank and text.isspace()):
+                continue  # the API refuses "" and a message of whitespace only
         elif notice:
             clean = clean and cls is not ToolResultBlock
             continue  # a notice sends its text only
@@ -684,6 +705,10 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
         chars += size
         kept.append(wire)
 
+    if kept and _blank_wire(kept):  # its other blocks were left out: nothing to send
+        kept, mapping = [], {}
+    if role == "assistant" and not kept and not merging and blank and content:
+        state.blank_reply = True  # a reply that said nothing: the turn is kept (EMPTY_REPLY_TEXT)
     if role == "user":
         if state.open_tool_uses:
             state.open_tool_uses = {}

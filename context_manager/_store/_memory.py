@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -53,9 +53,7 @@ class _Namespace:
     anchors: dict[str, int] = attrs.field(factory=dict)
     heads: dict[str, list[AnchoredHead]] = attrs.field(factory=dict)  # by at_sequence
     releases: dict[str, dict[MessageId, Release]] = attrs.field(factory=dict)
-    release_history: dict[str, dict[MessageId, dict[int, int | None]]] = attrs.field(
-        factory=dict
-    )
+    release_history: dict[str, dict[MessageId, dict[int, int | None]]] = attrs.field(factory=dict)
     """Per branch and reply, every block a release started at and the sequence it was first
     recorded at: a branch made earlier inherits the lowest one as of its fork point."""
     left_out: dict[str, dict[tuple[MessageId, int], int | None]] = attrs.field(factory=dict)
@@ -87,6 +85,8 @@ class MemoryStore:
         self._serial = 0
         self._binding_serials: dict[str, int] = {}
         self._renders: dict[tuple[str, str], tuple[str, bytes]] = {}
+        self._undo: list[Callable[[], None]] | None = None
+        """Inside a ``batch``: how to take back each write made in it (newest last)."""
 
     def _space(self, namespace: str) -> _Namespace:
         space = self._spaces.get(namespace)
@@ -232,7 +232,51 @@ class MemoryStore:
                 space.stamps[message.id] = stamp
             for sig in signatures:
                 space.signatures.setdefault(sig, []).append(message.id)
+            if self._undo is not None:
+                self._undo.append(lambda: self._unappend(space, message, signatures))
             return message
+
+    def _unappend(
+        self, space: _Namespace, message: StoredMessage, signatures: Sequence[str]
+    ) -> None:
+        """Take back an ``append`` made in a batch that failed."""
+        space.by_branch[message.branch].pop(message.sequence, None)
+        if message.metadata.kind is not None:
+            space.by_kind[(message.branch, message.metadata.kind)].pop(message.sequence, None)
+        self._messages.pop(message.id, None)
+        space.stamps.pop(message.id, None)
+        for sig in signatures:
+            found = space.signatures.get(sig, [])
+            if message.id in found:
+                found.remove(message.id)
+
+    def _keep_binding(self, namespace: str, branch: str) -> None:
+        """Inside a batch, remember branch ``branch``'s binding record as it is now, to put it
+        back if the batch fails (a copy of that branch's part: O(its releases))."""
+        if self._undo is None:
+            return
+        space = self._space(namespace)
+        serial = self._binding_serials.get(namespace, 0)
+        first = branch in space.first_compiled
+        anchor = space.anchors.get(branch)
+        heads = list(space.heads.get(branch, ()))
+        releases = dict(space.releases.get(branch, {}))
+        history = {m: dict(b) for m, b in space.release_history.get(branch, {}).items()}
+        left_out = dict(space.left_out.get(branch, {}))
+
+        def undo() -> None:
+            self._binding_serials[namespace] = serial
+            (space.first_compiled.add if first else space.first_compiled.discard)(branch)
+            if anchor is None:
+                space.anchors.pop(branch, None)
+            else:
+                space.anchors[branch] = anchor
+            space.heads[branch] = heads
+            space.releases[branch] = releases
+            space.release_history[branch] = history
+            space.left_out[branch] = left_out
+
+        self._undo.append(undo)
 
     def get(self, namespace: str, message_id: MessageId) -> StoredMessage:
         with self._lock:
@@ -373,6 +417,7 @@ class MemoryStore:
         anchored_head: AnchoredHead | None = None,
     ) -> None:
         with self._lock:
+            self._keep_binding(namespace, branch)
             self._bump_binding(namespace)
             space = self._space(namespace)
             if anchored_head is not None:
@@ -411,6 +456,7 @@ class MemoryStore:
         at_sequence: int | None = None,
     ) -> None:
         with self._lock:
+            self._keep_binding(namespace, branch)
             self._bump_binding(namespace)
             _note_history(self._space(namespace), branch, message_id, from_block, at_sequence)
             table = self._space(namespace).releases.setdefault(branch, {})
@@ -424,9 +470,22 @@ class MemoryStore:
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:
-        """Group writes (holds the store's lock; memory writes need no commit)."""
+        """Group writes: all of them or none. Holds the store's lock; when the block raises,
+        every message appended and binding record written in it is taken back (as SQLite's
+        and PostgreSQL's batches roll back). A nested batch is part of the outer one."""
         with self._lock:
-            yield
+            if self._undo is not None:
+                yield
+                return
+            self._undo = []
+            try:
+                yield
+            except BaseException:
+                for undo in reversed(self._undo):
+                    undo()
+                raise
+            finally:
+                self._undo = None
 
     def hold(
         self, namespace: str, *, timeout: float | None = None, holder: str | None = None

@@ -28,7 +28,12 @@ from context_manager._model._editing import ContextEditing
 from context_manager._model._errors import AgentNotRegistered
 from context_manager._model._head import Head, ThinkingBinding
 from context_manager._model._log import library_logger
-from context_manager._model._messages import REASONING_LOSS_KIND, MessageId, MessageMeta
+from context_manager._model._messages import (
+    REASONING_LOSS_KIND,
+    MessageId,
+    MessageMeta,
+    StoredMessage,
+)
 from context_manager._model._results import CompileResult
 from context_manager._model._usage import CallUsage, usage_of
 from context_manager._reasoning._capture import ReasoningCapture
@@ -294,6 +299,7 @@ class Agent:
             self._open()
             try:
                 held = self._store_held()
+                self._close_cut_round(_unanswered(self._recent_tail()))
                 self.context.add_message("user", blocks)
                 return await self._loop(held)
             finally:
@@ -308,26 +314,33 @@ class Agent:
         message other than a system one is the model's).
         """
         async with self._lock, self._hold():
-            tail = self.context.messages(limit=None, since=self._recent_floor())
+            tail = self._recent_tail()
             open_calls = _unanswered(tail)
             if not open_calls and not _awaits_answer(tail):
                 return None
             self._open()
             try:
+                self._close_cut_round(open_calls)
                 if open_calls:
-                    self.context.add_message(
-                        "user",
-                        [
-                            ToolResultBlock(
-                                tool_use_id=c.id, content=INTERRUPTED_TEXT, is_error=True
-                            )
-                            for c in open_calls
-                        ],
-                    )
                     log.warning("turn_resumed", agent=self.name, rolled_back=len(open_calls))
                 return await self._loop(self._store_held())
             finally:
                 self._close()
+
+    def _close_cut_round(self, open_calls: Sequence[ToolUseBlock]) -> None:
+        """Answer the calls of a round a crash cut with error results, so the next message
+        stored is not taken for the calls' answer (the API refuses a round left open)."""
+        if open_calls:
+            self.context.add_message(
+                "user",
+                [
+                    ToolResultBlock(tool_use_id=c.id, content=INTERRUPTED_TEXT, is_error=True)
+                    for c in open_calls
+                ],
+            )
+
+    def _recent_tail(self) -> list[StoredMessage]:
+        return self.context.messages(limit=None, since=self._recent_floor())
 
     def _recent_floor(self) -> int:
         _, head = self.context.branch_head()
@@ -437,11 +450,17 @@ def _awaits_answer(messages: Sequence[Any]) -> bool:
 
 
 def _unanswered(messages: Sequence[Any]) -> list[ToolUseBlock]:
-    """Tool calls of the newest reply that no later message answers."""
+    """Tool calls of the newest reply that no later message answers. A reply a user message
+    follows is answered as stored (text alone answers a forced call, and is sent so)."""
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
         if message.role != "assistant":
             continue
+        later = messages[index + 1 :]
+        if any(m.role == "user" and not m.metadata.system_notice for m in later) and not any(
+            isinstance(b, ToolResultBlock) for m in later for b in m.content
+        ):
+            return []
         uses = [b for b in message.content if isinstance(b, ToolUseBlock)]
         answered = {
             b.tool_use_id

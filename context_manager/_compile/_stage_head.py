@@ -1,0 +1,115 @@
+"""Stages 2 and 4, plan the head: the head the request goes out with (the anchored one while
+changes are appended, SPEC 7b), then, once rendered, the change to append or the head change
+to make. A change is rendered as a preview and stored only at commit."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import attrs
+
+from context_manager._model._canonical import canonical_json
+from context_manager._model._head import Head
+from context_manager._model._messages import StoredMessage
+from context_manager._store._protocol import AnchoredHead
+
+from ._append import Change, Sent, head_json, plan_change, request_head
+from ._branch import CacheKey, Steady
+from ._render import RenderContext, render_message
+from ._run import HEAD_CHANGE_PREVIEW_ID, Draft, Run
+
+
+def plan_head(run: Run) -> tuple[Head, RenderContext, CacheKey]:
+    """The head to render under, its render context and the cache key it renders for."""
+    engine, asked, anchor = run.engine, run.asked, run.record.anchored_head
+    head = asked
+    if run.appends and anchor is not None:
+        head = (
+            run.steady.base
+            if run.steady is not None
+            else request_head(anchor, Sent.anchored(anchor), asked)
+        )
+    ctx = engine.context(head, run.record, run.serial, run.appends, anchor if run.appends else None)
+    return head, ctx, engine.cache_key(head, ctx, run.budget)
+
+
+def append_change(run: Run, draft: Draft) -> Draft:
+    """Append the difference between the asked head and what the branch has sent (a preview
+    ``head-change`` message), or re-render under the asked head when it cannot be appended;
+    the first committing compile anchors the head it sends. Records where the render starts
+    before any pressure stage moves it."""
+    planned = _append_change(run, draft)
+    return attrs.evolve(planned, start_before=planned.state.start)
+
+
+def _append_change(run: Run, draft: Draft) -> Draft:
+    anchor, asked, state = draft.anchor, run.asked, draft.state
+    cache = run.engine.cache(run.key)
+    if run.appends and anchor is not None:
+        return _appended(run, draft, anchor)
+    if anchor is None and run.engine.manager.binding.append_changes:  # the first anchor
+        return _anchored(draft, AnchoredHead(state.last_sequence, head_json(asked)))
+    if anchor is not None and run.steady is None:  # not appending: anchor what is sent now
+        if canonical_json(anchor.head) != canonical_json(head_json(asked)):
+            return _anchored(draft, AnchoredHead(state.last_sequence, head_json(asked)))
+        cache.steady = Steady(anchor, asked, asked, state.last_change, asked)
+    return draft
+
+
+def _anchored(draft: Draft, anchor: AnchoredHead) -> Draft:
+    return attrs.evolve(
+        draft, anchor=anchor, effects=attrs.evolve(draft.effects, anchored_head=anchor)
+    )
+
+
+def _appended(run: Run, draft: Draft, anchor: AnchoredHead) -> Draft:
+    state, steady, asked = draft.state, run.steady, run.asked
+    if steady is not None and steady.last_change is state.last_change:
+        return attrs.evolve(draft, head=steady.sent)  # nothing new since the last compile
+    sent = (
+        Sent.from_json(state.last_change)
+        if state.last_change is not None
+        else Sent.anchored(anchor)
+    )
+    change = plan_change(sent, asked, inline_tools=run.engine.manager.binding.inline_tools)
+    if change is False:  # cannot be appended: a head change as before
+        return _head_changed(run, draft)
+    if isinstance(change, Change):
+        message = StoredMessage(
+            id=HEAD_CHANGE_PREVIEW_ID,
+            sequence=draft.next_sequence(),
+            branch=run.key,
+            role="system",
+            content=change.content,
+            metadata=change.metadata,
+            created_at=dt.datetime.now(dt.UTC),
+        )
+        render_message(state, draft.ctx, message)
+        return attrs.evolve(
+            draft,
+            head=request_head(anchor, change.sent, asked),
+            effects=attrs.evolve(draft.effects, head_change=message),
+        )
+    head = request_head(anchor, sent, asked)
+    run.engine.cache(run.key).steady = Steady(
+        anchor, asked, draft.base_head, state.last_change, head
+    )
+    return attrs.evolve(draft, head=head)
+
+
+def _head_changed(run: Run, draft: Draft) -> Draft:
+    """The asked head becomes the anchored one, and the window is rendered under it."""
+    engine, asked = run.engine, run.asked
+    anchor = AnchoredHead(draft.state.last_sequence, head_json(asked))
+    ctx = attrs.evolve(
+        engine.context(asked, run.record, run.serial, run.appends, anchor), head_changed=True
+    )
+    state = engine.full_render(run, ctx, windowed=run.limit, pending=draft.pending())
+    cache_key = attrs.evolve(
+        draft.cache_key,
+        bound=engine.cache_key(asked, ctx, run.budget).bound,
+        anchor_sequence=anchor.at_sequence,
+    )
+    return attrs.evolve(
+        _anchored(draft, anchor), state=state, head=asked, ctx=ctx, cache_key=cache_key
+    )

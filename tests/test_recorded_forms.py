@@ -1,0 +1,165 @@
+"""Issue 28 items 7-10: forms real clients recorded as accepted (HTTP 200) are sent as stored.
+
+Each test records replies through the real SDK client on the simulator, on every store, and
+judges the next request there: nothing refused, no thinking dropped, none stripped.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+from helpers import (
+    THINKING_HEAD,
+    calling_script,
+    invalid_calls,
+    runtime_on,
+    thinking_signatures,
+    unmarked,
+)
+
+from context_manager import ContextManager, Store
+from context_manager._compile import EMPTY_REPLY_TEXT
+from context_manager.runtime import Agent
+from context_manager.simulator import Simulator
+
+
+def whitespace_script(request: dict[str, Any]) -> list[Any]:
+    """A reply opening with ``"\\n\\n"`` before its thinking (as simonw/llm-anthropic recorded)."""
+    last = request["messages"][-1]
+    content = last["content"] if isinstance(last["content"], list) else []
+    if any(b.get("type") == "tool_result" for b in content):
+        return [{"type": "thinking", "thinking": "the log is in"}, "All is well."]
+    if "use tool" in str(content):
+        return [
+            {"type": "text", "text": "\n\n"},
+            {"type": "thinking", "thinking": "reading the log"},
+            {"type": "tool_use", "name": "read_log", "input": {}},
+        ]
+    return [
+        {"type": "text", "text": "\n\n"},
+        {"type": "thinking", "thinking": "an answer"},
+        {"type": "text", "text": "Answered."},
+    ]
+
+
+async def test_a_whitespace_text_block_before_thinking_is_sent_and_the_thinking_kept(
+    store: Store,
+) -> None:
+    sim = Simulator(script=whitespace_script)
+    client = sim.client()
+    cm = ContextManager.open(store, namespace="ada")
+    cm.add_message("user", "A question.")
+    first = cm.compile(THINKING_HEAD)
+    reply = await client.beta.messages.create(**first.request)
+    cm.record_reply(reply, first)
+    cm.add_message("user", "Please use tool read_log.")
+    second = cm.compile(THINKING_HEAD)
+    call = await client.beta.messages.create(**second.request)
+    cm.record_reply(call, second)
+    cm.add_message(
+        "user",
+        [{"type": "tool_result", "tool_use_id": call.content[-1].id, "content": "fine"}],  # type: ignore[union-attr]
+    )
+
+    third = cm.compile(THINKING_HEAD)
+    await client.beta.messages.create(**third.request)
+
+    assert second.thinking_strip is None
+    assert third.thinking_strip is None
+    assert unmarked(third.request["messages"][1]["content"][0]) == {"type": "text", "text": "\n\n"}
+    assert len(thinking_signatures(third.request)) == 2
+    assert invalid_calls(sim) == []
+
+
+async def test_a_reply_of_one_empty_text_block_keeps_the_turns_around_it_apart(
+    store: Store,
+) -> None:
+    """posit-dev/chatlas recorded an empty reply; the API refuses ``""``, so a placeholder text
+    stands for it, as chatlas and ellmer send, instead of merging the two user turns."""
+    answers = iter([[{"type": "text", "text": ""}], ["Here now."]])
+    sim = Simulator(script=lambda request: next(answers))
+    client = sim.client()
+    cm = ContextManager.open(store, namespace="ada")
+    cm.add_message("user", "Say nothing.")
+    first = cm.compile(THINKING_HEAD)
+    cm.record_reply(await client.beta.messages.create(**first.request), first)
+    cm.add_message("user", "Are you there?")
+
+    second = cm.compile(THINKING_HEAD)
+    await client.beta.messages.create(**second.request)
+
+    assert unmarked(second.request["messages"]) == [
+        {"role": "user", "content": [{"type": "text", "text": "Say nothing."}]},
+        {"role": "assistant", "content": [{"type": "text", "text": EMPTY_REPLY_TEXT}]},
+        {"role": "user", "content": [{"type": "text", "text": "Are you there?"}]},
+    ]
+    assert invalid_calls(sim) == []
+
+
+async def test_a_history_that_starts_with_an_assistant_message_is_sent_as_stored(
+    store: Store,
+) -> None:
+    """pydantic-ai recorded a request opening with an assistant message (HTTP 200)."""
+    sim = Simulator()
+    cm = ContextManager.open(store, namespace="ada")
+    cm.add_message("assistant", "Hello, I am Ada.")
+    cm.add_message("user", "Hello Ada.")
+
+    result = cm.compile(THINKING_HEAD)
+    await sim.client().beta.messages.create(**result.request)
+
+    assert unmarked(result.request["messages"]) == [
+        {"role": "assistant", "content": [{"type": "text", "text": "Hello, I am Ada."}]},
+        {"role": "user", "content": [{"type": "text", "text": "Hello Ada."}]},
+    ]
+    assert invalid_calls(sim) == []
+
+
+FORCED_HEAD = attrs.evolve(
+    THINKING_HEAD,
+    settings={"max_tokens": 2048, "tool_choice": {"type": "tool", "name": "read_log"}},
+)
+"""A structured-output call: the tool forced, no thinking (the API refuses both together)."""
+
+
+async def test_a_forced_tool_call_answered_with_user_text_is_sent_as_stored(store: Store) -> None:
+    """Mirascope (10 recorded requests) and ellmer (1) answer a forced structured-output call
+    with a user text message, and the API took it: no error result is put between them."""
+    sim = Simulator(script=calling_script(think=False))
+    client = sim.client()
+    cm = ContextManager.open(store, namespace="ada")
+    cm.add_message("user", "Please use tool read_log to extract the book.")
+    forced = cm.compile(FORCED_HEAD)
+    call = await client.beta.messages.create(**forced.request)
+    cm.record_reply(call, forced)
+    cm.add_message("user", "Thanks. Which year was it published?")
+
+    result = cm.compile(THINKING_HEAD)
+    await client.beta.messages.create(**result.request)
+
+    assert [m["role"] for m in result.request["messages"]] == ["user", "assistant", "user"]
+    assert unmarked(result.request["messages"][2]["content"]) == [
+        {"type": "text", "text": "Thanks. Which year was it published?"}
+    ]
+    assert invalid_calls(sim) == []
+
+
+async def test_a_round_a_crash_cut_is_closed_with_error_results_before_the_next_turn(
+    store: Store,
+) -> None:
+    """The synthetic error result stays for the round the API would refuse open: a crash cut
+    it after the call was stored, and the host starts a new turn without ``resume_turn``."""
+    sim = Simulator(script=calling_script())
+    runtime = runtime_on(sim, store)
+    ada = runtime.register(Agent("ada", THINKING_HEAD, tools={"read_log": lambda _: "fine"}))
+    ada.context.add_message("user", "Please use tool read_log.")
+    first = ada.context.compile(THINKING_HEAD)
+    ada.context.record_reply(await sim.client().beta.messages.create(**first.request), first)
+
+    await ada.run_turn("Hello again.")
+
+    sent = sim.requests[-1]["messages"]
+    assert [b["type"] for b in sent[2]["content"]] == ["tool_result", "text"]
+    assert sent[2]["content"][0]["is_error"] is True
+    assert invalid_calls(sim) == []
