@@ -14,8 +14,10 @@ from context_manager import (
     ClearToolUses,
     ContextEditing,
     ContextManager,
+    Fold,
     Store,
 )
+from context_manager._compile._fold import SUMMARY_KIND
 from context_manager.runtime import Agent
 from context_manager.simulator import CLEARED_RESULT, EDITING_BETA, Simulator, default_script
 
@@ -132,3 +134,34 @@ async def test_an_agent_with_editing_loses_no_reasoning_while_the_server_clears_
     ]
     assert recorded[-1] is not None
     assert recorded[-1]["applied_edits"][0]["cleared_tool_uses"] == 2
+
+
+def summaries(agent: Agent) -> int:
+    return sum(1 for m in agent.context.messages() if m.metadata.kind == SUMMARY_KIND)
+
+
+@pytest.mark.parametrize("editing", [None, EAGER])
+async def test_a_fold_runs_only_when_the_request_as_the_server_edits_it_still_does_not_fit(
+    editing: ContextEditing | None,
+) -> None:
+    sim = Simulator(script=default_script)
+    runtime = runtime_on(sim)
+    fold = Fold(lambda covered: f"summary of {len(covered)}", trigger_tokens=1_200)
+    ada = runtime.register(
+        Agent(
+            "ada",
+            HEAD,
+            tools={"read_log": lambda _: "line " * 300},
+            strategy=fold,
+            editing=editing,
+        )
+    )
+    for _ in range(4):
+        await ada.run_turn("please use read_log")
+
+    if editing is None:
+        assert summaries(ada) >= 1  # the client folds: the kept turns lose their thinking
+    else:
+        assert summaries(ada) == 0  # the server's clearing keeps the window inside the trigger
+        assert sim.requests[-1]["context_management"] == EAGER.to_wire()
+        assert invalid_calls(sim) == []
