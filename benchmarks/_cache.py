@@ -9,7 +9,7 @@ figure is the share of all input tokens the simulator reports as read from the c
 
 Replies that call tools carry their reasoning as text, and only a turn's final answer carries a
 signed thinking block: a ``Window`` that jumps in the middle of a tool loop still strips the
-in-flight reply's thinking, which the API refuses (VENDOR_RULES 6) until binding v2 lands. The
+in-flight reply's thinking, which the API refuses (provider rule 6) until binding v2 lands. The
 cache figures do not depend on which blocks are thinking.
 """
 

@@ -34,7 +34,7 @@ from context_manager.simulator._canon import (
 from context_manager.simulator._sign import NONCE_BYTES, Binding, block_digest, sign
 
 MODEL = "claude-opus-5-5"
-"""The model every benchmark head names: one that runs the prefix check (VENDOR_RULES 10), so
+"""The model every benchmark head names: one that runs the prefix check (provider rule 10), so
 every block is judged in full (a model that runs none is judged by the model check alone)."""
 
 BINDING = ThinkingBinding(binds=True, drop_block=True, append_changes=False)

@@ -46,15 +46,28 @@ from ._model._errors import (
     CommandLineError,
     ContextManagerError,
     InFlightThinkingInvalid,
+    InvalidBranchName,
+    InvalidContent,
+    InvalidHead,
+    InvalidType,
+    InvalidValue,
     MessageNotFound,
     NotADatabase,
     OverBudget,
     SchemaTooNew,
+    StorePathError,
+    StoreRefused,
     StoreUnavailable,
 )
 from ._model._head import Head, ThinkingBinding
 from ._model._log import LibraryLogger, library_logger
-from ._model._messages import REASONING_LOSS_KIND, MessageId, MessageMeta, StoredMessage
+from ._model._messages import (
+    ASKER_KEY,
+    REASONING_LOSS_KIND,
+    MessageId,
+    MessageMeta,
+    StoredMessage,
+)
 from ._model._readability import (
     PrefixCheck,
     Readability,
@@ -66,6 +79,7 @@ from ._model._usage import CallUsage, usage_of
 from ._reasoning._audit import AuditResult, ReasoningPart, UntrustedText, read_reasoning
 from ._reasoning._capture import ReasoningCapture, warn_if_reasoning_unconfigured
 from ._reasoning._store import MemoryReasoningStore, ReasoningStore, SQLiteReasoningStore
+from ._reconcile import FrameworkParamsInvalid, Reconciliation
 from ._store._hold import Hold
 from ._store._memory import MemoryStore
 from ._store._postgres import PostgresStore
@@ -73,6 +87,7 @@ from ._store._protocol import BranchRecord, BranchRef, Store, branch_key
 from ._store._sqlite import SQLiteStore
 
 __all__ = [
+    "ASKER_KEY",
     "REASONING_LOSS_KIND",
     "AgentBusy",
     "AgentNotFound",
@@ -95,10 +110,16 @@ __all__ = [
     "ContextManager",
     "ContextManagerError",
     "Fold",
+    "FrameworkParamsInvalid",
     "Head",
     "Hold",
     "ImageBlock",
     "InFlightThinkingInvalid",
+    "InvalidBranchName",
+    "InvalidContent",
+    "InvalidHead",
+    "InvalidType",
+    "InvalidValue",
     "LibraryLogger",
     "MemoryReasoningStore",
     "MemoryStore",
@@ -116,6 +137,7 @@ __all__ = [
     "ReasoningCapture",
     "ReasoningPart",
     "ReasoningStore",
+    "Reconciliation",
     "RedactedThinkingBlock",
     "ReplyDrop",
     "RoundDrop",
@@ -124,6 +146,8 @@ __all__ = [
     "SchemaTooNew",
     "Source",
     "Store",
+    "StorePathError",
+    "StoreRefused",
     "StoreUnavailable",
     "StoredMessage",
     "TextBlock",

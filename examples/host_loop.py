@@ -5,7 +5,7 @@ Runs against the simulator (no API key, no network): ``python examples/host_loop
 
 from __future__ import annotations
 
-# readme: start (the README's "A host's own loop" shows this part verbatim; a test checks it)
+# docs: start (docs/runtime.md, "Your own loop", shows the rest of this file verbatim; tested)
 import asyncio
 import logging
 import sys
@@ -62,12 +62,10 @@ async def main(db: Path) -> list[str]:
             cm.add_message("system", waiting.pop(0), metadata=notice_metadata(AGENT))
 
     await run_turn("The deploy failed; what do you think?", HEAD)
-    # a tool change; on a model that takes system messages it is appended, and nothing is lost
+    # a tool change: with appending off it rewrites the head, so the earlier thinking is
+    # stripped and the agent is told (with it on, the change is appended and nothing is lost)
     await run_turn("Roll back, then?", attrs.evolve(HEAD, tools=[]))
     return [m.content[0].text for m in cm.messages(kind="reasoning-loss")]  # type: ignore[union-attr]
-
-
-# readme: end
 
 
 if __name__ == "__main__":

@@ -1,68 +1,57 @@
-"""Quickstart: one agent's transcript on SQLite, forked into a second branch.
+"""Quickstart: a resident agent with one tool, on SQLite, against the local simulator.
 
 Run it after ``pip install .``:  python examples/quickstart.py
+The README's quickstart is this file from ``import asyncio`` on (tests/test_examples.py checks).
 """
 
-from __future__ import annotations
+import asyncio
 
-import logging
-import tempfile
-from pathlib import Path
+import attrs
 
-import structlog
+from context_manager import Head, SQLiteStore, Window
+from context_manager.runtime import Agent, Runtime
+from context_manager.simulator import Simulator
 
-from context_manager import ContextManager, SQLiteStore, TextBlock, ThinkingBlock, ToolUseBlock
-
-
-def show(cm: ContextManager, branch: str) -> None:
-    """Print the messages ``branch`` sees, oldest first."""
-    print(f"branch {branch!r}:")
-    for message in cm.messages(branch=branch):
-        parts = []
-        for block in message.content:
-            if isinstance(block, TextBlock):
-                parts.append(block.text)
-            elif isinstance(block, ThinkingBlock):
-                parts.append("[signed thinking]")
-            elif isinstance(block, ToolUseBlock):
-                parts.append(f"[calls {block.name}]")
-        print(f"  #{message.sequence:<3} {message.role:<9} {' '.join(parts)}")
+READ_LOG = {
+    "name": "read_log",
+    "description": "Read the service's deploy log.",
+    "input_schema": {"type": "object", "properties": {}},
+}
 
 
-def main() -> None:
-    # The library logs through structlog; a host picks the level. Keep warnings and up here.
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    with tempfile.TemporaryDirectory() as scratch:
-        store = SQLiteStore(Path(scratch) / "agent.db")
-        try:
-            cm = ContextManager.open(store, namespace="ada")
-            cm.add_message("user", "The nightly build failed. What changed?")
-            cm.add_message(
-                "assistant",
-                [
-                    # As the API returns it with display omitted: empty text, a signature.
-                    ThinkingBlock("", "EqQBCkYIBxgCKkD3mZ9a1nY2Vb0x8wQy"),
-                    TextBlock("The lockfile moved to a new minor release of the parser."),
-                ],
-            )
-            cm.add_message("user", "Pin it back for now.")
-
-            cm.fork("experiment")  # branch at the current head and switch to it
-            cm.add_message("user", "Instead, try the new release with the fixed config.")
-            cm.add_message(
-                "assistant",
-                [{"type": "tool_use", "id": "toolu_01", "name": "run_build", "input": {}}],
-            )
-            cm.switch_branch("main")
-            cm.add_message("assistant", "Pinned. The nightly build is green again.")
-
-            show(cm, "main")
-            show(cm, "experiment")
-            key, head = cm.branch_head()
-            print(f"current branch {cm.current_branch().name!r} (key {key}), head #{head}")
-        finally:
-            store.close()
+def read_log(call_input: dict[str, object]) -> str:
+    """A tool: a plain function (sync or async) from the call's input to text."""
+    return "12:00 deploy 41 ok\n12:05 deploy 42 failed: DATABASE_URL is not set"
 
 
-if __name__ == "__main__":
-    main()
+async def main() -> None:
+    client = Simulator().client()  # or anthropic.AsyncAnthropic() with ANTHROPIC_API_KEY set
+    store = SQLiteStore("agents.db")
+    runtime = Runtime(client, store)
+    head = Head(
+        model="claude-opus-5-5",
+        system="You are Ada, a careful on-call engineer.",
+        tools=[READ_LOG],
+        settings={"max_tokens": 4096, "thinking": {"type": "adaptive"}},
+    )
+    ada = runtime.register(
+        Agent(name="ada", head=head, tools={"read_log": read_log}, strategy=Window(50_000))
+    )
+
+    result = await ada.run_turn("The deploy failed. Use read_log and tell me why.")
+    print("tools called:", [call.name for call in result.tool_calls])
+
+    # A tool change is appended as a system message: no earlier reasoning is lost.
+    ada.head = attrs.evolve(ada.head, tools=[])
+    await ada.run_turn("Thanks. Write the incident summary.")
+    print("head changes appended:", len(ada.context.messages(kind="head-change")))
+
+    # A model that cannot read Opus 5.5's thinking: the agent is told, in one line.
+    ada.head = attrs.evolve(ada.head, model="claude-sonnet-5-5")
+    await ada.run_turn("Double-check the summary.")
+    for notice in ada.context.messages(kind="reasoning-loss"):
+        print(notice.content[0].text)
+    store.close()
+
+
+asyncio.run(main())

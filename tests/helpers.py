@@ -7,15 +7,19 @@ the loopback server), ``wire_reply`` (a reply as the assistant message a client 
 ``invalid_calls`` (every call the simulator refused or whose request does not verify). Builders:
 ``THINKING_HEAD`` and its tools, ``PROBE_HEAD`` (one ``probe`` tool, a model that takes system
 messages) and ``head_json``, ``calling_script`` (a simulator script that calls a tool when asked),
-``runtime_on`` (a runtime on the simulator's SDK client), ``StoreWithout`` (a store that predates
+``runtime_on`` (a runtime on the simulator's SDK client), ``slow_client`` (the SDK over a
+stream that pauses at a gate mid-thinking), ``StoreWithout`` (a store that predates
 some protocol methods), ``signed_conversation`` (questions the simulator answers with signed
-thinking) and ``replies_with_thinking``, ``snapshots_off``. Command line: ``cli`` (the program in
+thinking) and ``replies_with_thinking``, ``snapshots_off``; ``framework_params`` (the parameters
+a framework builds for one call) and ``framework_copy`` (a framework's own copy of a reply, in
+one of the ``REPLY_COPIES`` styles). Command line: ``cli`` (the program in
 a subprocess, never the real API) and ``snapshot`` (a folder's files, to show nothing was
 written). They assert nothing, so a test's meaning stays in the test.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -27,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
+import httpx2
 
 from context_manager import (
     REASONING_LOSS_KIND,
@@ -40,7 +45,7 @@ from context_manager import (
 )
 from context_manager._model import strip_cache_control
 from context_manager.runtime import Agent, RetryPolicy, Runtime
-from context_manager.simulator import MODEL_MISMATCH, Simulator
+from context_manager.simulator import BASE_URL, MODEL_MISMATCH, Simulator
 
 READ_LOG_TOOL = {
     "name": "read_log",
@@ -210,15 +215,18 @@ CLI_ENV = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"} | {"
 """The command line's environment in tests: never the real API, whatever the shell holds."""
 
 
-def cli(*args: object, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    """Run ``context-manager ARGS`` in a subprocess (``CLI_ENV``), feeding it ``stdin``."""
+def cli(
+    *args: object, stdin: str | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``context-manager ARGS`` in a subprocess (``CLI_ENV``, plus ``env``), feeding it
+    ``stdin``."""
     return subprocess.run(
         [sys.executable, "-m", "context_manager", *map(str, args)],
         input=stdin,
         capture_output=True,
         text=True,
         timeout=60,
-        env=CLI_ENV,
+        env={**CLI_ENV, **(env or {})},
     )
 
 
@@ -288,3 +296,84 @@ class CallCountingStore:
 def snapshot(folder: Path) -> dict[str, bytes]:
     """Every file directly in ``folder`` with its bytes (to show that nothing was written)."""
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+REPLY_COPIES = ("as-sent", "no-thinking", "tagged-thinking", "no-extras", "string-text")
+"""How frameworks keep their own copy of a reply: as the SDK returned it; without thinking
+(some drop it); with thinking turned into tagged text (pydantic-ai, for thinking it cannot
+replay); without ``caller``, ``citations`` or ``cache_control`` (many); its text as one string."""
+
+
+def framework_copy(message: Any, style: str) -> dict[str, Any]:
+    """The assistant message a framework keeps of ``message`` (an SDK reply), in ``style``."""
+    blocks = [block.model_dump(exclude_none=True) for block in message.content]
+    if style == "no-thinking":
+        blocks = [b for b in blocks if b["type"] != "thinking"]
+    elif style == "tagged-thinking":
+        blocks = [
+            {"type": "text", "text": f"<thinking>\n{b['thinking']}\n</thinking>"}
+            if b["type"] == "thinking"
+            else b
+            for b in blocks
+        ]
+    elif style == "no-extras":
+        blocks = [{k: v for k, v in b.items() if k not in ("caller", "citations")} for b in blocks]
+    elif style == "string-text" and all(b["type"] in ("text", "thinking") for b in blocks):
+        text = "".join(b["text"] for b in blocks if b["type"] == "text")
+        return {"role": "assistant", "content": text}
+    return {"role": "assistant", "content": blocks}
+
+
+def framework_params(
+    messages: list[dict[str, Any]], *, system: str = "You are Ada.", **more: Any
+) -> dict[str, Any]:
+    """The parameters a framework builds for one call on ``PROBE_HEAD``'s model and tools."""
+    return {
+        "model": PROBE_HEAD.model,
+        "system": system,
+        "tools": list(PROBE_HEAD.tools),
+        "max_tokens": 1024,
+        "thinking": {"type": "adaptive"},
+        "messages": list(messages),
+        **more,
+    }
+SUMMARIZED = {"type": "adaptive", "display": "summarized"}
+"""A thinking setting under which the simulator streams readable thinking text."""
+
+
+class _GatedChunks(httpx2.AsyncByteStream):
+    def __init__(self, chunks: tuple[bytes, ...], gate: asyncio.Event, after: int) -> None:
+        self._chunks, self._gate, self._after = chunks, gate, after
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        seen = 0
+        for chunk in self._chunks:
+            yield chunk
+            await asyncio.sleep(0)
+            if b'"thinking_delta"' in chunk:
+                seen += 1
+                if seen == self._after:
+                    await self._gate.wait()
+
+
+class GatedTransport(httpx2.AsyncBaseTransport):
+    """The simulator's answers, streamed event by event; each streamed answer stops after its
+    ``after``-th ``thinking_delta`` until ``gate`` is set (a scripted slow stream)."""
+
+    def __init__(self, sim: Simulator, gate: asyncio.Event, after: int = 1) -> None:
+        self._sim, self._gate, self._after = sim, gate, after
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        body = await request.aread()
+        headers = {k.lower(): v for k, v in request.headers.multi_items()}
+        reply = self._sim.handle(request.method, request.url.path, headers, body)
+        stream = _GatedChunks(reply.chunks, self._gate, self._after)
+        return httpx2.Response(reply.status, headers=list(reply.headers), stream=stream)
+
+
+def slow_client(sim: Simulator, gate: asyncio.Event, after: int = 1) -> anthropic.AsyncAnthropic:
+    """The real SDK client over ``GatedTransport``: each call's stream waits at ``gate``."""
+    http_client = httpx2.AsyncClient(transport=GatedTransport(sim, gate, after))
+    return anthropic.AsyncAnthropic(
+        api_key="sim", base_url=BASE_URL, http_client=http_client, max_retries=0
+    )

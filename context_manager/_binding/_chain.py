@@ -3,7 +3,7 @@
 Pure functions. Each block enters the chain with the role of the message it stands in, so the
 chain before a block depends only on the ``(role, block)`` sequence before it: merging or
 splitting consecutive same-role messages, JSON key order and ``cache_control`` never change it.
-Thinking blocks never enter it: earlier thinking is not part of a block's prefix (VENDOR_RULES 1);
+Thinking blocks never enter it: earlier thinking is not part of a block's prefix (provider rule 1);
 their order is checked apart (``_validity.in_order``). A thinking block's seal binds its chain and
 its own canonical form, so editing the block itself breaks its seal too.
 """

@@ -5,9 +5,9 @@ Pure. The chain runs over the request's non-thinking content as the model saw it
 messages, then any messages the host appended; then the reply's own earlier blocks. A block's
 predecessor is the nearest thinking block before it in that request as sent: a block the
 provider dropped (an unreadable model, another organization) is still in the request, so it
-still counts (VENDOR_RULES 4, 8). A stamp (version 2) names the producing model and binds the head's
-digests too. Version-1 stamps sealed every block sent before a thinking block, earlier thinking
-included: they verify only where all of that is sent as it was (``legacy_stamp``,
+still counts (provider rules 4, 8). A stamp (version 2) names the producing model and binds the
+head's digests too. Version-1 stamps sealed every block sent before a thinking block, earlier
+thinking included: they verify only where all of that is sent as it was (``legacy_stamp``,
 ``_validity.judge_legacy``); any other version reads as unstamped (logged once).
 """
 
@@ -20,6 +20,7 @@ import attrs
 
 from context_manager._model._canonical import signature_digest
 from context_manager._model._content import Block, block_to_wire, is_thinking, signature_of
+from context_manager._model._errors import InvalidType
 from context_manager._model._log import library_logger
 from context_manager._model._messages import StoredMessage
 from context_manager._model._results import CompileResult
@@ -143,6 +144,6 @@ def wire_message(item: object) -> dict[str, Any]:
         return {"role": item.role, "content": [block_to_wire(b) for b in item.content]}
     if isinstance(item, dict) and "role" in item:
         return {"role": str(item["role"]), "content": wire_content(item.get("content", []))}
-    raise TypeError(
+    raise InvalidType(
         f"appended message {item!r} must be a StoredMessage or a wire dict with a 'role'"
     )

@@ -1,13 +1,13 @@
 """Whether a stamped thinking block may be sent, by the documented rules; pure functions.
 
-A block is sent only when (VENDOR_RULES 1, 4, 8, 9) its prefix (``system`` and bound
+A block is sent only when (provider rules 1, 4, 8, 9) its prefix (``system`` and bound
 ``tools``) and its seal (the non-thinking content before it) match, and it is in order: no
 thinking block has been kept before it in this request, or the nearest kept one is the block it
 recorded as its predecessor. So leaving out the OLDEST blocks never costs a later one. The model
-check stands apart (VENDOR_RULES 8): a block valid but for it is still sent (``unread``: the
+check stands apart (provider rule 8): a block valid but for it is still sent (``unread``: the
 provider drops it without an error, and it stays in the request, so the blocks made meanwhile
 stay in order and a switch back to a model that reads it reads them all), and it is reported
-as lost for this request. A model that does not run the prefix check (VENDOR_RULES 10) is
+as lost for this request. A model that does not run the prefix check (provider rule 10) is
 judged by the model check alone (``judge_unchecked``): nothing before a block can stop it.
 """
 
@@ -43,7 +43,7 @@ KEEP = Judgement("keep")
 
 
 def in_order(last_kept: str | None, predecessor: str | None) -> bool:
-    """The order rule (VENDOR_RULES 4) on signature digests.
+    """The order rule (provider rule 4) on signature digests.
 
     >>> in_order(None, "a"), in_order("a", "a"), in_order("b", "a"), in_order("b", None)
     (True, True, False, False)
@@ -99,8 +99,8 @@ def judge_legacy(
 
     A version-1 seal binds every block sent before the block, earlier thinking included
     (``legacy_seal``: that seal over what is rendered before it now). When it matches, the
-    non-thinking content before the block is as it was (VENDOR_RULES 1, 5) and so is the
-    thinking block nearest before it (the order rule, VENDOR_RULES 4): the block is valid. When
+    non-thinking content before the block is as it was (provider rules 1, 5) and so is the
+    thinking block nearest before it (the order rule, provider rule 4): the block is valid. When
     it does not (oldest thinking shed, say) validity cannot be read from the stamp and the block
     is left out (the conservative reading). The model check reads the model digest only: the
     same model.
@@ -177,10 +177,10 @@ def judge_unchecked(
     reads: Readability,
     original: bool = False,
 ) -> Judgement | None:
-    """Judge a block for a model that does not run the prefix check (VENDOR_RULES 10): its
+    """Judge a block for a model that does not run the prefix check (provider rule 10): its
     prefix, its order and the head are not compared; the block itself must be as it was made
-    (an edited block is refused by every model, VENDOR_RULES 12) and the model check decides
-    (VENDOR_RULES 8).
+    (an edited block is refused by every model, provider rule 12) and the model check decides
+    (provider rule 8).
 
     ``stamp``: the reply's stamp, or ``None`` (``unstamped``: the producer is unknown).
     ``own_now``: ``own_digest`` of the block as rendered. ``original``: the stored reply is

@@ -42,8 +42,8 @@ from ._tally import StripCounter, TallyingTeller, summary_lines
 AGENT = "ada"
 """The demo's one agent (its namespace in the database)."""
 MODEL = "claude-opus-5-5"
-"""The demo's model: it runs the prefix check (VENDOR_RULES 10) and takes mid-conversation
-system messages (VENDOR_RULES 16)."""
+"""The demo's model: it runs the prefix check (provider rule 10) and takes mid-conversation
+system messages (provider rule 16)."""
 STRIPPING = ThinkingBinding(append_changes=False)
 """The first scenes' binding: a head change is not appended, so it strips (and every line form
 appears)."""

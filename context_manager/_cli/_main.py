@@ -20,7 +20,10 @@ from context_manager._model._errors import ContextManagerError
 
 from ._db import SIDECAR_SUFFIX, CliError
 from ._demo import run_demo
+from ._gateway import add_gateway, serve_gateway
+from ._otel import OTEL_CHOICES
 from ._run import run_session
+from ._serve import add_serve_commands, demo_then_serve
 from ._transcript import show_transcript
 
 PROG = "context-manager"
@@ -53,6 +56,8 @@ def _color(out: TextIO) -> bool:
 
 
 def _demo(args: argparse.Namespace, out: TextIO) -> int:
+    if args.serve:
+        return demo_then_serve(args, out, color=_color(out))
     return run_demo(args, out, color=_color(out))
 
 
@@ -62,6 +67,10 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
 
 def _transcript(args: argparse.Namespace, out: TextIO) -> int:
     return show_transcript(args, out, color=_color(out))
+
+
+def _gateway(args: argparse.Namespace, out: TextIO) -> int:
+    return serve_gateway(args, out)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -116,6 +125,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--model", metavar="M", default=None, help="the model (default: claude-opus-5-5)"
     )
+    run.add_argument(
+        "--otel",
+        choices=OTEL_CHOICES,
+        default=None,
+        help="print OpenTelemetry spans and metrics with the SDK's console exporter (stderr); "
+        "without it, the standard OTEL_* variables are honoured when the SDK is installed",
+    )
     run.set_defaults(handler=_run)
 
     transcript = commands.add_parser(
@@ -125,9 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Read an agent's transcript (and its [reasoning] notices) from a database "
         "without writing to it.",
     )
-    transcript.add_argument(
-        "path", metavar="PATH", help="the SQLite file, or a postgresql:// URI"
-    )
+    transcript.add_argument("path", metavar="PATH", help="the SQLite file, or a postgresql:// URI")
     transcript.add_argument(
         "--agent", metavar="NAME", help="the agent (default: the only one in the file)"
     )
@@ -162,6 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
         ", when it exists)",
     )
     transcript.set_defaults(handler=_transcript)
+    add_gateway(commands, common, _gateway)
+    add_serve_commands(commands, common, demo)
     return parser
 
 
@@ -169,7 +185,7 @@ def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        return version("context-manager")
+        return version("thinking-context-manager")
     except PackageNotFoundError:  # pragma: no cover - run from a source tree without install
         return "unknown"
 

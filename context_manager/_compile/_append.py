@@ -93,7 +93,7 @@ def head_json(head: Head) -> dict[str, Any]:
 def request_head(anchor: AnchoredHead, sent: Sent, head: Head) -> Head:
     """The head the request goes out with: the anchored ``system`` and ``tools`` (plus the added
     tools as deferred, and the head's own deferred tools not declared yet), the current model
-    and settings. Deferred tools bind nothing (VENDOR_RULES 3), so the digests stay the
+    and settings. Deferred tools bind nothing (provider rule 3), so the digests stay the
     anchored head's."""
     tools = [*anchor.head.get("tools", ()), *sent.deferred]
     names = {t.get("name") for t in tools}

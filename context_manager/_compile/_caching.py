@@ -1,6 +1,6 @@
 """Prompt-cache breakpoints: where a compiled request carries ``cache_control`` markers.
 
-Pure functions over a finished request body. Markers never bind (VENDOR_RULES 2): adding, moving
+Pure functions over a finished request body. Markers never bind (provider rule 2): adding, moving
 or removing one changes no thinking block's verdict, so placing them costs no reasoning. The API
 accepts at most ``MAX_BREAKPOINTS`` markers per request; a host's own markers are kept, counted
 first, and never moved. ``place_breakpoints`` never mutates its input: each message, block or

@@ -1,4 +1,4 @@
-"""The open tool round's assistant message: never altered (VENDOR_RULES 6, SPEC 7).
+"""The open tool round's assistant message: never altered (provider rule 6, SPEC 7).
 
 Pure over a render. The latest assistant message of an open tool loop must go out as recorded:
 thinking the rules would leave out is put back in its place, and the provider's ``drop_block``
@@ -65,7 +65,7 @@ def restore_inflight(
     O(the reply's blocks); one store read.
 
     Left out, the message would be filtered, which the API refuses whatever the reason
-    (VENDOR_RULES 6); sent, a block that fails is dropped under ``drop_block``. A block judged
+    (provider rule 6); sent, a block that fails is dropped under ``drop_block``. A block judged
     ``unstamped`` stays out: nothing says it belongs to this conversation.
 
     Only a message rendered from one stored reply is handled; blocks whose text cannot be

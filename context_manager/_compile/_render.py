@@ -144,9 +144,9 @@ class RenderContext:
     model: str = ""
     """The requested model (the reader in the model check)."""
     reads: Readability = documented_readability
-    """The model check ``(reader, producer) -> bool`` (VENDOR_RULES 8, 9)."""
+    """The model check ``(reader, producer) -> bool`` (provider rules 8, 9)."""
     checks_prefix: bool = True
-    """The requested model runs the prefix check (VENDOR_RULES 10); ``False``: only the model
+    """The requested model runs the prefix check (provider rule 10); ``False``: only the model
     check can stop a block (``judge_unchecked``)."""
     pieces: Pieces | None = None
     """Blocks already encoded, by stored message (filled as the render meets new ones)."""
@@ -192,12 +192,12 @@ class RenderState:
     """Every rendered thinking block sent that the requested model reads."""
     unread: dict[tuple[MessageId, int], str] = attrs.field(factory=dict)
     """Every rendered thinking block sent that the requested model cannot read (also in
-    ``left_out``: lost for this request), and its path as sent (VENDOR_RULES 8)."""
+    ``left_out``: lost for this request), and its path as sent (provider rule 8)."""
     pending_system: list[tuple[MessageId, dict[str, Any], dict[int, int]]] = attrs.field(
         factory=list
     )
     """System messages waiting for their place (after a user message, before the next assistant
-    one or at the end: VENDOR_RULES 16): ``(id, message, compiled index -> stored block)``."""
+    one or at the end: provider rule 16): ``(id, message, compiled index -> stored block)``."""
     betas: set[str] = attrs.field(factory=set)
     """Betas the rendered system messages need."""
     last_change: dict[str, Any] | None = None
@@ -257,7 +257,7 @@ def rendered_role(message: StoredMessage, state: RenderState, ctx: RenderContext
 
 
 def system_betas(message: Mapping[str, Any]) -> set[str]:
-    """The betas a rendered ``role: "system"`` message needs (VENDOR_RULES 17-19)."""
+    """The betas a rendered ``role: "system"`` message needs (provider rules 17-19)."""
     betas: set[str] = set()
     for block in message.get("content", ()):
         tool = block.get("tool") if isinstance(block, Mapping) else None
@@ -734,7 +734,7 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
 def close_tool_round(state: RenderState) -> list[dict[str, Any]]:
     """What ends the request beyond the cached render (not cached): the synthetic user message
     answering calls still open, then the pending system messages when a user message precedes
-    them (VENDOR_RULES 16: a system message may end the list)."""
+    them (provider rule 16: a system message may end the list)."""
     tail: list[dict[str, Any]] = []
     if state.open_tool_uses:
         tail.append({"role": "user", "content": _synthetic_results(state.open_tool_uses)})

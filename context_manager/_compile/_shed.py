@@ -1,6 +1,6 @@
 """Shedding: under a budget, leave out the oldest sendable thinking first (SPEC 7).
 
-Pure. Removing a leading run of thinking blocks keeps every later block valid (VENDOR_RULES 4):
+Pure. Removing a leading run of thinking blocks keeps every later block valid (provider rule 4):
 the first block still sent has no kept thinking before it. Whole replies are shed, oldest
 first, and never one of the newest turn.
 """

@@ -38,6 +38,7 @@ def finish_request(run: Run, draft: Draft) -> Draft:
     """The request body and the chain at its end."""
     m = run.engine.manager
     body, end_chain = request_body(m.binding, draft.head, draft.state)
+    body = finish_editing(body, m.editing)
     if draft.inflight is not None:
         body["messages"][draft.inflight.index] = draft.inflight.message
     body = finish_editing(body, m.editing)

@@ -63,6 +63,8 @@ from ._log import (
     library_logger,
 )
 from ._messages import (
+    ASKER_KEY,
+    DROPPED_KEY,
     REASONING_LOSS_KIND,
     ROLES,
     MessageId,
@@ -85,7 +87,9 @@ from ._results import (
 from ._usage import USAGE_FIELDS, USAGE_KEY, CallUsage, reply_extra, usage_of
 
 __all__ = [
+    "ASKER_KEY",
     "CACHE_CONTROL_KEY",
+    "DROPPED_KEY",
     "HEAD_COMPONENTS",
     "JSON",
     "REASONING_LOSS_KIND",

@@ -1,4 +1,4 @@
-"""Who reads whose thinking: the documented readability table (VENDOR_RULES 9), pure.
+"""Who reads whose thinking: the documented readability table (provider rule 9), pure.
 
 A model id is parsed as ``claude-<line>-<major>[-<minor>][-<date>]``; an id that does not parse is
 only ever equal to itself. Anything the sources do not state is unreadable (the conservative
@@ -54,14 +54,36 @@ def parse_model(model: str) -> ModelName | None:
 def same_model(a: str, b: str) -> bool:
     """True when two ids name the same model (a dated id equals its alias).
 
+    Both id forms count: ``claude-opus-5-5`` and its dated id, and the older form with the
+    version first, whose alias ends ``-latest`` (``claude-3-5-haiku-latest`` is
+    ``claude-3-5-haiku-20241022``).
+
     >>> same_model("claude-opus-5-5-20260901", "claude-opus-5-5")
     True
+    >>> same_model("claude-3-5-haiku-latest", "claude-3-5-haiku-20241022")
+    True
+    >>> same_model("claude-3-5-haiku-latest", "claude-3-5-sonnet-20241022")
+    False
     """
-    return a == b or (parse_model(a) is not None and parse_model(a) == parse_model(b))
+    if a == b:
+        return True
+    identity = _identity(a)
+    return identity is not None and identity == _identity(b)
+
+
+def _identity(model: str) -> tuple[str, ModelName] | None:
+    """The model an id names, whichever form it is in (``None``: an id that does not parse)."""
+    name = parse_model(model)
+    if name is not None:
+        return ("current", name)
+    legacy = _LEGACY_ID.fullmatch(model)
+    if legacy is None:
+        return None
+    return ("legacy", ModelName(legacy[3], (int(legacy[1]), int(legacy[2] or 0))))
 
 
 def documented_readability(reader: str, producer: str) -> bool:
-    """The documented table (VENDOR_RULES 9), on the Claude API.
+    """The documented table (provider rule 9), on the Claude API.
 
     A model always reads its own blocks; Haiku 5.5's blocks replay on every model while Haiku
     5.5 reads only its own; Fable 5.1 and Mythos 5.1 read each other's, earlier models' (before
@@ -105,7 +127,7 @@ _UNCHECKED = frozenset({ModelName("mythos", _FABLE_5_1)})
 
 @functools.lru_cache(maxsize=256)
 def documented_prefix_check(model: str) -> bool:
-    """True unless ``model`` is documented not to run the prefix check (VENDOR_RULES 10).
+    """True unless ``model`` is documented not to run the prefix check (provider rule 10).
 
     Mythos 5.1 and the models before Fable 5.1 (an Opus, Sonnet, Haiku, Fable or Mythos id
     with a version below 5.1, or an id of the older form) do not: their requests keep every
@@ -141,7 +163,7 @@ SYSTEM_MESSAGE_MODELS = frozenset(
         "claude-haiku-5-5",
     }
 )
-"""Models documented to accept mid-conversation ``role: "system"`` messages (VENDOR_RULES 16);
+"""Models documented to accept mid-conversation ``role: "system"`` messages (provider rule 16);
 not Sonnet 5."""
 
 

@@ -27,6 +27,7 @@ from ._capture import (
     text_digest,
     warn_if_reasoning_unconfigured,
 )
+from ._live import LiveKind, LiveReasoning, LiveSubscription, ReasoningEvent
 from ._store import (
     APPLICATION_ID,
     ENVELOPE_VERSION,
@@ -56,9 +57,13 @@ __all__ = [
     "AuditedContext",
     "CaptureMode",
     "Clock",
+    "LiveKind",
+    "LiveReasoning",
+    "LiveSubscription",
     "MemoryReasoningStore",
     "PartStatus",
     "ReasoningCapture",
+    "ReasoningEvent",
     "ReasoningKind",
     "ReasoningPart",
     "ReasoningStore",

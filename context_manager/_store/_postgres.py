@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from context_manager._model._checks import check_branch_name
 from context_manager._model._content import Block, blocks_from_wire
 from context_manager._model._errors import (
     AgentBusy,
@@ -68,7 +69,7 @@ if TYPE_CHECKING:
 
 log = library_logger("context_manager.store")
 
-INSTALL_HINT = "PostgresStore needs psycopg 3: pip install 'context-manager[postgres]'"
+INSTALL_HINT = "PostgresStore needs psycopg 3: pip install 'thinking-context-manager[postgres]'"
 
 
 @attrs.define
@@ -100,7 +101,8 @@ class PostgresStore:
     The tables live in the connection's current schema (``search_path``), one store per schema.
 
     Raises:
-        ImportError: psycopg is not installed (``pip install 'context-manager[postgres]'``).
+        ImportError: psycopg is not installed
+            (``pip install 'thinking-context-manager[postgres]'``).
         StoreUnavailable: the server cannot be reached.
         NotADatabase: the schema holds tables this library did not write.
         SchemaTooNew: the schema was written by a newer version; nothing was written.
@@ -346,6 +348,7 @@ class PostgresStore:
         parent: str | None = None,
         fork_sequence: int | None = None,
     ) -> BranchRecord:
+        check_branch_name(name)
         with self._write(namespace) as conn:
             taken = conn.execute(
                 "SELECT 1 FROM branches WHERE ns = %s AND name = %s AND NOT deleted",

@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 from ._agent import CALL_USAGE_EVENT, Agent, Turn, TurnResult
-from ._calls import RetryPolicy
+from ._calls import LiveSink, RetryPolicy
+from ._live import LIVE_BUFFER_CHARS, SUBSCRIBER_BACKLOG, ReasoningHub, ReasoningSink, Subscription
 from ._runtime import Runtime, check_agent_name
 from ._tools import ToolCall, ToolFunction
 
 __all__ = [
     "CALL_USAGE_EVENT",
+    "LIVE_BUFFER_CHARS",
+    "SUBSCRIBER_BACKLOG",
     "Agent",
+    "LiveSink",
+    "ReasoningHub",
+    "ReasoningSink",
     "RetryPolicy",
     "Runtime",
+    "Subscription",
     "ToolCall",
     "ToolFunction",
     "Turn",

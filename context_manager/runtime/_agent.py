@@ -14,21 +14,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Literal
 
 import anthropic
 import attrs
 
+from context_manager._binding._drops import parse_input_transformations, place_thinking_drops
 from context_manager._compile._fold import SUMMARY_KIND
 from context_manager._compile._strategies import Passthrough, Strategy
 from context_manager._manager import ContextManager
 from context_manager._model._content import TextBlock, ToolResultBlock, ToolUseBlock, to_blocks
 from context_manager._model._editing import ContextEditing
-from context_manager._model._errors import AgentNotRegistered
+from context_manager._model._errors import AgentNotRegistered, InvalidValue
 from context_manager._model._head import Head, ThinkingBinding
 from context_manager._model._log import library_logger
 from context_manager._model._messages import (
+    ASKER_KEY,
+    DROPPED_KEY,
     REASONING_LOSS_KIND,
     MessageId,
     MessageMeta,
@@ -42,6 +45,7 @@ from context_manager._store._protocol import branch_key
 from notices import ReasoningLossTeller, TurnState
 
 from ._calls import RetryPolicy, stream_call
+from ._live import ReasoningHub, ReasoningSink, Subscription
 from ._tools import ToolCall, ToolFunction, run_tool
 
 log = library_logger("context_manager.runtime")
@@ -94,7 +98,10 @@ class TurnResult:
 class Agent:
     """A resident agent. ``head`` is read at every call, so a host or a tool may change it.
 
-    Register it with ``Runtime.register`` before running turns.
+    Register it with ``Runtime.register`` before running turns. ``on_reasoning`` (off by
+    default) hears each readable ``thinking_delta`` of its calls as an ``UntrustedText``
+    increment while the call streams, on a channel of its own; one that raises is logged and
+    never fails the turn. ``reasoning_stream()`` gives the same as an async iterator.
     """
 
     name: str
@@ -105,6 +112,9 @@ class Agent:
     reasoning: ReasoningCapture | Literal[False] | None = None
     editing: ContextEditing | None = None
     """Server-side context editing for the agent's requests (``ContextEditing``), or ``None``."""
+    on_reasoning: ReasoningSink | None = attrs.field(default=None, kw_only=True)
+    live: ReasoningHub = attrs.field(init=False, repr=False)
+    """The agent's live reasoning hub (``ReasoningHub``): its buffer, sink and subscribers."""
     _client: anthropic.AsyncAnthropic | None = attrs.field(default=None, init=False, repr=False)
     _retry: RetryPolicy = attrs.field(factory=RetryPolicy, init=False, repr=False)
     _context: ContextManager | None = attrs.field(default=None, init=False, repr=False)
@@ -115,7 +125,22 @@ class Agent:
     _hold_timeout: float | None = attrs.field(default=None, init=False, repr=False)
     _holder: str | None = attrs.field(default=None, init=False, repr=False)
     _teller: ReasoningLossTeller | None = attrs.field(default=None, init=False, repr=False)
+    _asker: str | None = attrs.field(default=None, init=False, repr=False)
     removed: bool = attrs.field(default=False, init=False)
+
+    @live.default
+    def _make_hub(self) -> ReasoningHub:
+        return ReasoningHub(self.name, lambda: self.on_reasoning)
+
+    def reasoning_stream(self) -> Subscription:
+        """The agent's live reasoning as it streams: ``reasoning`` events carry increments.
+
+        The first event is a ``partial`` (the call's text so far) when a call is streaming;
+        ``reset`` means a retry or a resumed turn, ``done`` that the reply is recorded (its
+        reasoning is then read durably, ``read_reasoning``). Nothing is stored. Subscribed at
+        once; ``aclose()`` it (or ``async with`` it) when done.
+        """
+        return self.live.subscribe()
 
     @property
     def context(self) -> ContextManager:
@@ -275,8 +300,12 @@ class Agent:
         """The store's hold on this agent for one turn (see ``Store.hold``)."""
         return self.context.hold(timeout=self._hold_timeout, holder=self._holder)
 
-    async def run_turn(self, trigger: object) -> TurnResult:
+    async def run_turn(self, trigger: object, *, asker: str | None = None) -> TurnResult:
         """Run one turn: store ``trigger`` as the user's message and loop until no tool is called.
+
+        ``asker`` names who asked (a principal of the console); the trigger, its tool results
+        and its replies record it in ``metadata.extra["asker"]``, and only the asker and the
+        owner may read the turn's reasoning there.
 
         The whole turn runs inside the store's hold on the agent: a host running the same agent
         meanwhile (another process or machine) waits for it, then goes on from what this turn
@@ -291,17 +320,17 @@ class Agent:
         """
         blocks = to_blocks(trigger)
         if all(isinstance(b, TextBlock) and not b.text.strip() for b in blocks):
-            raise ValueError(
+            raise InvalidValue(
                 f"blank trigger {trigger!r}: a turn needs a user message with some text or "
                 "content; nothing was stored"
             )
         async with self._lock, self._hold():
-            self._open()
+            self._open(asker)
             try:
                 held = self._store_held()
                 self._close_cut_round(_unanswered(self._recent_tail()))
-                self.context.add_message("user", blocks)
-                return await self._loop(held)
+                self.context.add_message("user", blocks, metadata=self._asked())
+                return await self._traced(held)
             finally:
                 self._close()
 
@@ -318,12 +347,13 @@ class Agent:
             open_calls = _unanswered(tail)
             if not open_calls and not _awaits_answer(tail):
                 return None
-            self._open()
+            self._open(_asker_of(tail))
+            self.live.reset()
             try:
                 self._close_cut_round(open_calls)
                 if open_calls:
                     log.warning("turn_resumed", agent=self.name, rolled_back=len(open_calls))
-                return await self._loop(self._store_held())
+                return await self._traced(self._store_held())
             finally:
                 self._close()
 
@@ -337,6 +367,7 @@ class Agent:
                     ToolResultBlock(tool_use_id=c.id, content=INTERRUPTED_TEXT, is_error=True)
                     for c in open_calls
                 ],
+                metadata=self._asked(),
             )
 
     def _recent_tail(self) -> list[StoredMessage]:
@@ -346,12 +377,49 @@ class Agent:
         _, head = self.context.branch_head()
         return max(0, head - 64)
 
-    def _open(self) -> None:
+    def _open(self, asker: str | None) -> None:
         key, head = self.context.branch_head()
         self._turn = Turn(branch_key=key, head_sequence=head)
+        self._asker = asker
+
+    def _asked(self) -> MessageMeta | None:
+        """The metadata of the turn's messages: who asked, when someone did."""
+        return MessageMeta(extra={ASKER_KEY: self._asker}) if self._asker else None
+
+    async def _call(self, result: CompileResult) -> tuple[object, MessageId]:
+        """Stream one call (its thinking to the live hub) and record the reply."""
+        client = self._client
+        if client is None:
+            raise AgentNotRegistered(self.name)
+        self.live.begin(result.compile_id, self._asker)
+        reply: MessageId | None = None
+        try:
+            message = await stream_call(
+                client,
+                result.request,
+                compile_id=result.compile_id,
+                agent=self.name,
+                retry=self._retry,
+                live=self.live,
+            )
+            reply = self.context.record_reply(
+                message, result, extra=self._reply_extra(message, result)
+            )
+        finally:
+            self.live.end(reply)
+        return message, reply
+
+    def _reply_extra(self, message: object, result: CompileResult) -> Mapping[str, object]:
+        """What a reply records beside its usage: the turn's asker and the call's drops."""
+        extra: dict[str, object] = {ASKER_KEY: self._asker} if self._asker else {}
+        dropped = _dropped(message, result)
+        if dropped:
+            extra[DROPPED_KEY] = dropped
+        return extra
 
     def _close(self) -> None:
         self._turn = None
+        self._asker = None
         if self._deferred and self._round_open():
             # A turn that failed between a tool call and its results: a notice stored now would
             # stand between them. It waits for the next boundary (resume_turn or the next turn).
@@ -365,12 +433,23 @@ class Agent:
         except Exception:  # the store is failing: hold the notices rather than lose them
             return True
 
+    async def _traced(self, stored: list[MessageId]) -> TurnResult:
+        """``_loop`` inside the turn's ``invoke_agent`` span (telemetry off: just ``_loop``)."""
+        cm = self.context
+        with cm.telemetry.turn(self.name, cm.namespace, cm.current_branch_key()):
+            return await self._loop(stored)
+
+    async def _run_tool(self, use: ToolUseBlock, offered: frozenset[str] | None) -> ToolResultBlock:
+        """One tool run inside its ``execute_tool`` span."""
+        telemetry = self.context.telemetry
+        with telemetry.tool(use) as span:
+            result = await run_tool(self.tools, use, offered)
+            telemetry.tool_done(span, result)
+            return result
+
     async def _loop(self, stored: list[MessageId]) -> TurnResult:
         """Call the model until it stops calling tools; ``stored`` are the notices the turn
         already stored as it opened (lines held from outside a turn)."""
-        client = self._client
-        if client is None:
-            raise AgentNotRegistered(self.name)
         cm = self.context
         replies: list[MessageId] = []
         calls: list[ToolCall] = []
@@ -381,27 +460,23 @@ class Agent:
         for _ in range(MAX_CALLS_PER_TURN):
             result = await cm.compile_async(self.head)
             changes.extend(result.appended)
-            message = await stream_call(
-                client,
-                result.request,
-                compile_id=result.compile_id,
-                agent=self.name,
-                retry=self._retry,
-            )
-            replies.append(cm.record_reply(message, result))
-            usage.append(self._log_usage(message, result))
-            self._tell_drops(message, result)
+            with cm.telemetry.call(result) as call:  # the call's chat span, drops included
+                message, reply = await self._call(result)
+                call.answered(message, self.name)
+                replies.append(reply)
+                usage.append(self._log_usage(message, result))
+                self._tell_drops(message, result)
             stop_reason = getattr(message, "stop_reason", None)
             uses = [b for b in to_blocks(message) if isinstance(b, ToolUseBlock)]
             if not uses:
                 break
             offered = _offered(self.head)
-            results = [await run_tool(self.tools, use, offered) for use in uses]
+            results = [await self._run_tool(use, offered) for use in uses]
             calls.extend(
                 ToolCall(u.id, u.name, dict(u.input), bool(r.is_error))
                 for u, r in zip(uses, results, strict=True)
             )
-            cm.add_message("user", results)
+            cm.add_message("user", results, metadata=self._asked())
             notices.extend(self._flush())
         else:
             log.warning("turn_call_limit", agent=self.name, calls=MAX_CALLS_PER_TURN)
@@ -447,6 +522,29 @@ def _awaits_answer(messages: Sequence[Any]) -> bool:
         if message.role != "system" and message.metadata.kind != SUMMARY_KIND:
             return bool(message.role == "user")
     return False
+
+
+def _dropped(message: object, result: CompileResult) -> list[list[object]]:
+    """The provider's drops in this call's request placed on stored replies (no store read):
+    ``[reply id, block, reason]`` each, for the console's markers."""
+    try:
+        drops = parse_input_transformations(message, quiet=True)
+        placed = place_thinking_drops(drops, result.provenance) if drops else None
+    except Exception as err:  # a report that cannot be read is placed (and logged) later
+        log.debug("drops_not_noted", error=repr(err))
+        return []
+    if placed is None:
+        return []
+    return [[d.message_id, d.block, d.reason] for d in placed.replies if d.block is not None]
+
+
+def _asker_of(messages: Sequence[Any]) -> str | None:
+    """Who asked the turn the newest user message belongs to (``None``: nobody recorded)."""
+    for message in reversed(messages):
+        if message.role == "user":
+            asker = message.metadata.extra.get(ASKER_KEY)
+            return asker if isinstance(asker, str) else None
+    return None
 
 
 def _unanswered(messages: Sequence[Any]) -> list[ToolUseBlock]:

@@ -8,7 +8,7 @@ compile id.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Protocol
 
 import anthropic
 import attrs
@@ -33,6 +33,23 @@ class RetryPolicy:
         return float(min(self.max_delay, self.base_delay * (2**attempt)))
 
 
+class LiveSink(Protocol):
+    """Where a call's readable thinking goes as it streams (the agent's ``ReasoningHub``)."""
+
+    def thinking(self, text: str) -> None: ...
+
+    def restart(self) -> None: ...
+
+
+def _forward(event: Any, live: LiveSink) -> None:
+    """Hand a ``thinking_delta``'s text to ``live``; every other event is ignored."""
+    if getattr(event, "type", None) != "content_block_delta":
+        return
+    delta = getattr(event, "delta", None)
+    if getattr(delta, "type", None) == "thinking_delta":
+        live.thinking(str(getattr(delta, "thinking", "") or ""))
+
+
 async def stream_call(
     client: anthropic.AsyncAnthropic,
     request: dict[str, Any],
@@ -40,8 +57,11 @@ async def stream_call(
     compile_id: str,
     agent: str,
     retry: RetryPolicy,
+    live: LiveSink | None = None,
 ) -> Any:
     """Stream ``request`` and return the final ``BetaMessage``.
+
+    ``live`` hears each ``thinking_delta``'s text as it arrives, and ``restart`` before a retry.
 
     Raises:
         anthropic.APIStatusError: a non-retryable status, or retries exhausted.
@@ -49,7 +69,12 @@ async def stream_call(
     """
     for attempt in range(retry.attempts):
         try:
+            if live is not None and attempt:
+                live.restart()
             async with client.beta.messages.stream(**request) as stream:
+                if live is not None:
+                    async for event in stream:
+                        _forward(event, live)
                 return await stream.get_final_message()
         except anthropic.APIStatusError as err:
             if err.status_code not in RETRYABLE_STATUS or attempt == retry.attempts - 1:

@@ -8,22 +8,29 @@ told state. Ephemeral runs get their own namespace and teller, gone when they en
 from __future__ import annotations
 
 import contextlib
+import os
 import uuid
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 import anthropic
 
-from context_manager._manager import ContextManager
-from context_manager._model._errors import AgentNotFound
+from context_manager._manager import ContextManager, TracerProviderOption
+from context_manager._model._errors import AgentNotFound, InvalidValue
 from context_manager._model._log import library_logger
 from context_manager._model._messages import MessageId, StoredMessage
 from context_manager._model._results import ThinkingStrip
 from context_manager._reasoning._capture import warn_if_reasoning_unconfigured
 from context_manager._store._protocol import Store
+from context_manager._telemetry import telemetry_for
+from context_manager.web import LOOPBACK, Access, CallbackSource, ConsoleServer, create_app
 from notices import ReasoningLossTeller
 
 from ._agent import Agent
 from ._calls import RetryPolicy
+
+if TYPE_CHECKING:
+    from opentelemetry.metrics import MeterProvider
 
 log = library_logger("context_manager.runtime")
 
@@ -38,9 +45,9 @@ def check_agent_name(name: object) -> str:
         ValueError: naming what is wrong.
     """
     if not isinstance(name, str) or not 1 <= len(name) <= AGENT_NAME_MAX:
-        raise ValueError(f"agent name must be 1-{AGENT_NAME_MAX} characters, got {name!r}")
+        raise InvalidValue(f"agent name must be 1-{AGENT_NAME_MAX} characters, got {name!r}")
     if not name.isprintable() or name != name.strip():
-        raise ValueError(
+        raise InvalidValue(
             f"agent name {name!r} has control characters or edge whitespace; use printable text"
         )
     return name
@@ -53,6 +60,13 @@ class Runtime:
     agent, in this process or on another host, waits up to ``hold_timeout`` seconds (``None``:
     the store's default) and then raises ``AgentBusy`` naming the holder; ``holder`` labels this
     runtime's holds (reported as ``LABEL@HOST:PID``).
+
+    ``tracer_provider`` turns on OpenTelemetry for every agent (``docs/tracing.md``): an
+    ``invoke_agent`` span per turn, a ``chat`` span per model call, an ``execute_tool`` span per
+    tool run, a ``compile`` span per compile, ``context_manager.*`` events and the GenAI
+    metrics (to ``meter_provider``, default the global one). ``True`` uses the application's
+    global provider; unset, nothing is recorded. Raises ``TelemetryUnavailable`` when it is set
+    and ``opentelemetry-api`` is not installed.
     """
 
     def __init__(
@@ -64,6 +78,8 @@ class Runtime:
         retry: RetryPolicy | None = None,
         hold_timeout: float | None = None,
         holder: str | None = None,
+        tracer_provider: TracerProviderOption = None,
+        meter_provider: MeterProvider | None = None,
     ) -> None:
         self.client = client
         self.store = store
@@ -71,6 +87,9 @@ class Runtime:
         self.hold_timeout = hold_timeout
         self.holder = holder
         self._agents: dict[str, Agent] = {}
+        self.telemetry = telemetry_for(tracer_provider, meter_provider)
+        """The spans, events and metrics every agent's context shares (off by default)."""
+        self._serving = 0
         self.teller = teller if teller is not None else ReasoningLossTeller(self._reader)
 
     def _reader(self, agent: str, message_id: MessageId) -> StoredMessage:
@@ -87,9 +106,11 @@ class Runtime:
         """
         check_agent_name(agent.name)
         if agent.name in self._agents:
-            raise ValueError(f"an agent named {agent.name!r} is already registered")
+            raise InvalidValue(f"an agent named {agent.name!r} is already registered")
         self._attach(agent, agent.name, self.teller)
         self._agents[agent.name] = agent
+        if self._serving:
+            agent.live.serve(True)
         return agent
 
     def _attach(self, agent: Agent, namespace: str, teller: ReasoningLossTeller) -> None:
@@ -99,6 +120,7 @@ class Runtime:
             binding=agent.binding,
             strategy=agent.strategy,
             reasoning=agent.reasoning or None,
+            tracer_provider=self.telemetry,
             editing=agent.editing,
         )
         agent.attach(
@@ -126,9 +148,7 @@ class Runtime:
         context.on_thinking_strip(hear)
         context.on_reply_recorded(agent._reply_recorded)
         context.on_branch_deleted(forget)
-        context.on_thinking_restored(
-            lambda replies, key: teller.restored(agent.name, key, replies)
-        )
+        context.on_thinking_restored(lambda replies, key: teller.restored(agent.name, key, replies))
 
     def remove(self, name: str) -> Agent:
         """Forget an agent: no told state stays, and its late compiles tell nothing.
@@ -140,9 +160,51 @@ class Runtime:
         if agent is None:
             raise AgentNotFound(name, self._agents)
         agent.removed = True
+        if self._serving:
+            agent.live.serve(False)
         self.teller.forget(name)
         agent.context.forget_cache()  # its renders, records and stamps go with it
         return agent
+
+    def serve(
+        self,
+        access: Access | str | os.PathLike[str],
+        *,
+        host: str = LOOPBACK,
+        port: int = 0,
+    ) -> ConsoleServer:
+        """The operator console for this runtime's agents, live reasoning included.
+
+        ``async with runtime.serve("tokens.txt", port=8000) as console:`` serves it in the
+        running loop beside the agents' turns (``console.url``); leaving the block stops it.
+        While it serves, each agent keeps its in-progress reasoning for catch-up.
+
+        Args:
+            access: an ``Access`` table, or the path of a tokens file (``Access.from_file``).
+            host: where to listen (loopback by default).
+            port: the port, ``0`` for a free one.
+
+        Raises:
+            TokensFileError: the tokens file cannot be used.
+        """
+        table = access if isinstance(access, Access) else Access.from_file(access)
+        source = CallbackSource(
+            lambda: list(self._agents),
+            lambda name: self._agents[name].context,
+            lambda name: self._agents[name].live if name in self._agents else None,
+        )
+        return ConsoleServer(
+            create_app(source, table),
+            host,
+            port,
+            on_start=lambda: self._serve_hubs(True),
+            on_stop=lambda: self._serve_hubs(False),
+        )
+
+    def _serve_hubs(self, on: bool) -> None:
+        self._serving += 1 if on else -1
+        for agent in self._agents.values():
+            agent.live.serve(on)
 
     def agents(self) -> list[Agent]:
         """Registered agents, in registration order."""

@@ -36,6 +36,7 @@ from ._simulator import BASE_URL, DEFAULT_KEY, DEFAULT_ORGANIZATION, Call, Simul
 from ._summarize import COMPACTION_MODELS
 from ._transport import SimulatorTransport
 from ._verify import BlockCheck
+from ._wire import SignedBlock
 
 __all__ = [
     "BASE_URL",
@@ -67,6 +68,7 @@ __all__ = [
     "Readability",
     "Script",
     "ScriptFailed",
+    "SignedBlock",
     "SimulatedApiError",
     "Simulator",
     "SimulatorServer",

@@ -7,7 +7,7 @@ The model, as the provider documents prompt caching:
   tools, then ``system``, then messages, in that order. At most ``MAX_BREAKPOINTS`` per request
   (a top-level ``cache_control``, automatic caching, marks the last block and counts as one);
   ``ttl`` is ``"5m"`` (default) or ``"1h"``, and a ``"1h"`` marker may not follow a ``"5m"``
-  one. Thinking blocks cannot carry a marker. Markers never bind (VENDOR_RULES 2).
+  one. Thinking blocks cannot carry a marker. Markers never bind (provider rule 2).
 - Reading: from each breakpoint the cache looks back over at most ``LOOKBACK_BLOCKS`` positions
   (the breakpoint's own included) for a live entry whose prefix equals this request's prefix
   there; the longest such prefix is read (``cache_read_input_tokens``) and its entry refreshed.
@@ -26,6 +26,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import attrs
+
+from context_manager import InvalidValue
 
 from ._errors import InvalidRequest
 
@@ -107,7 +109,7 @@ def check_markers(body: Mapping[str, Any]) -> None:
     found: list[tuple[str, Mapping[str, Any]]] = []
 
     def take(path: str, holder: Any) -> None:
-        if not isinstance(holder, Mapping) or CACHE_CONTROL not in holder:
+        if not isinstance(holder, Mapping) or holder.get(CACHE_CONTROL) is None:
             return
         marker = holder[CACHE_CONTROL]
         if (
@@ -185,7 +187,7 @@ class PromptCache:
         capacity: int = DEFAULT_CAPACITY,
     ) -> None:
         if min_tokens < 0 or capacity < 1:
-            raise ValueError("min_tokens must be >= 0 and capacity >= 1")
+            raise InvalidValue("min_tokens must be >= 0 and capacity >= 1")
         self.clock = clock
         self.min_tokens = min_tokens
         self.capacity = capacity

@@ -2,9 +2,9 @@
 
 Pure functions, owned by the simulator alone (it shares no code with the library it checks).
 Canonical JSON sorts keys, uses compact separators and drops ``cache_control`` at any depth
-(VENDOR_RULES 2). String content equals the one text block it stands for; consecutive same-role
+(provider rule 2). String content equals the one text block it stands for; consecutive same-role
 messages bind as one (the API merges them), so the prefix chain runs over ``(role, block)`` pairs,
-never over message objects. Thinking blocks never enter the chain (VENDOR_RULES 1).
+never over message objects. Thinking blocks never enter the chain (provider rule 1).
 """
 
 from __future__ import annotations
@@ -14,8 +14,10 @@ import json
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+from context_manager import InvalidValue
+
 CACHE_CONTROL_KEY = "cache_control"
-"""Prompt-cache markers do not bind (VENDOR_RULES 2), so they never enter a digest."""
+"""Prompt-cache markers do not bind (provider rule 2), so they never enter a digest."""
 
 CHAIN_START = bytes(32)
 """The chain value before any block: 32 zero bytes (the SHA-256 width)."""
@@ -48,7 +50,7 @@ def canonical_json(value: Any) -> str:
             strip_cache_control(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False
         )
     except (TypeError, ValueError) as err:
-        raise ValueError(f"not JSON-serialisable: {err}") from err
+        raise InvalidValue(f"not JSON-serialisable: {err}") from err
 
 
 def digest(value: Any) -> str:
@@ -101,7 +103,7 @@ def is_deferred(tool: Any) -> bool:
 
 
 def bound_tools(tools: Any, added: Collection[str] = ()) -> list[Any]:
-    """The tools a block binds to (VENDOR_RULES 3).
+    """The tools a block binds to (provider rule 3).
 
     Every non-deferred tool, plus each deferred one whose name is in ``added`` (a ``tool_addition``
     in an earlier system message referenced it). Order is kept: the tool list as sent.

@@ -162,10 +162,11 @@ def answer_count(
 ) -> dict[str, Any]:
     """The ``count_tokens`` answer: the request validated and its thinking checked as a call's.
 
-    The binding check runs as for ``POST /v1/messages`` (VENDOR_RULES [PT]): in error mode a
+    The binding check runs as for ``POST /v1/messages`` (the provider's Preserved thinking
+    page): in error mode a
     failing block is the same 400; blocks a drop-mode call would remove are not counted. Fault
     knobs are never consumed (they belong to calls). ``check_issued(body)`` runs after
-    validation (the simulator's open-tool-loop check, VENDOR_RULES 6). ``compaction`` is accepted
+    validation (the simulator's open-tool-loop check, provider rule 6). ``compaction`` is accepted
     and ignored (the count is for ``messages`` as sent); with ``context_management`` the count
     is of the edited request and ``context_management.original_input_tokens`` of the one sent.
 

@@ -14,6 +14,8 @@ from typing import Any
 
 import attrs
 
+from context_manager import InvalidValue
+
 from ._api import DROP_REASONS
 from ._errors import SimulatedApiError
 from ._respond import CallKnobs
@@ -40,7 +42,7 @@ def parse_path(path: str | tuple[int, int]) -> tuple[int, int]:
         return path
     if isinstance(path, str) and (match := _PATH.fullmatch(path)):
         return int(match[1]), int(match[2])
-    raise ValueError(f"path {path!r} is neither 'messages.I.content.J' nor an (i, j) pair")
+    raise InvalidValue(f"path {path!r} is neither 'messages.I.content.J' nor an (i, j) pair")
 
 
 @attrs.define
@@ -74,9 +76,9 @@ class Faults:
         """
         if status not in FAILURES:
             known = ", ".join(str(s) for s in FAILURES)
-            raise ValueError(f"status {status} cannot be simulated; use one of {known}")
+            raise InvalidValue(f"status {status} cannot be simulated; use one of {known}")
         if n < 0:
-            raise ValueError(f"n must be at least 0, got {n}")
+            raise InvalidValue(f"n must be at least 0, got {n}")
         self.failures.extend([status] * n)
 
     def take_failure(self) -> SimulatedApiError | None:
@@ -99,7 +101,7 @@ class Faults:
             ValueError: ``reason`` is not a drop reason, or a path is malformed.
         """
         if reason not in DROP_REASONS:
-            raise ValueError(f"reason {reason!r} is not one of {', '.join(DROP_REASONS)}")
+            raise InvalidValue(f"reason {reason!r} is not one of {', '.join(DROP_REASONS)}")
         parsed = None if paths is None else frozenset(parse_path(p) for p in paths)
         self.forced.append(ForcedDrop(reason, parsed, predicate))
 

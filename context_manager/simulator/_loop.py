@@ -1,4 +1,4 @@
-"""The open tool loop (VENDOR_RULES 6): the latest assistant message's thinking must come back as
+"""The open tool loop (provider rule 6): the latest assistant message's thinking must come back as
 the simulator produced it.
 
 ``IssuedReplies`` remembers, per tool-use id, the signed blocks of the reply that made the call
@@ -28,7 +28,7 @@ Signed = tuple[str, str]
 
 
 def modified(i: int, j: int) -> InvalidRequest:
-    """The API's 400 for altered thinking in the latest assistant message (VENDOR_RULES 6)."""
+    """The API's 400 for altered thinking in the latest assistant message (provider rule 6)."""
     return InvalidRequest(
         f"messages.{i}.content.{j}: `thinking` or `redacted_thinking` blocks in the latest "
         "assistant message cannot be modified. These blocks must remain as they were in the "

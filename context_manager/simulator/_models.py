@@ -1,7 +1,7 @@
 """The documented model tables: who reads whose thinking, who accepts mid-conversation system
 messages.
 
-Pure data and functions (VENDOR_RULES 9, 16). A model id is parsed as ``claude-<line>-<major>[-
+Pure data and functions (provider rules 9, 16). A model id is parsed as ``claude-<line>-<major>[-
 <minor>][-<date>]``; an id that does not parse is only ever equal to itself. Anything the sources do
 not state is the conservative reading: unreadable, not accepted.
 """
@@ -19,7 +19,7 @@ Readability = Callable[[str, str], bool]
 _MODEL_ID = re.compile(r"claude-([a-z]+)-(\d+)(?:-(\d{1,2}))?(?:-\d{8})?")
 
 OLD_LINES = frozenset({"opus", "sonnet", "haiku"})
-"""The lines Opus 5.5 reads earlier blocks of (VENDOR_RULES 9)."""
+"""The lines Opus 5.5 reads earlier blocks of (provider rule 9)."""
 
 NEW_LINES = frozenset({"fable", "mythos"})
 """The lines whose 5.1 models read each other's blocks."""
@@ -63,7 +63,7 @@ OPUS_5_5 = (5, 5)
 
 
 def documented_readability(reader: str, producer: str, *, claude_api: bool = True) -> bool:
-    """The documented readability table (VENDOR_RULES 9).
+    """The documented readability table (provider rule 9).
 
     A model always reads its own blocks; Haiku 5.5's blocks replay on every model while Haiku
     5.5 reads only its own; Fable 5.1 and Mythos 5.1 read each other's and earlier models'
@@ -110,17 +110,18 @@ KNOWN_LINES = OLD_LINES | NEW_LINES
 
 
 def documented_prefix_check(model: str) -> bool:
-    """Whether ``model`` runs the prefix check (VENDOR_RULES 10).
+    """Whether ``model`` runs the prefix check (provider rule 10).
 
     [PT]: Claude Mythos 5.1 and models before Claude Fable 5.1 don't; their requests report
     only model-check drops. "Before Fable 5.1": a known line at a version below 5.1, or an id
     of the older form. Every other id checks (Fable 5.1, Opus 5.5 documented; Sonnet 5.5,
     Haiku 5.5, later and unknown ids UNCONFIRMED, so the strict reading).
 
-    >>> [documented_prefix_check(m) for m in ("claude-mythos-5-1", "claude-sonnet-5")]
-    [False, False]
-    >>> [documented_prefix_check(m) for m in ("claude-fable-5-1", "claude-sim-1")]
-    [True, True]
+    Examples:
+        >>> [documented_prefix_check(m) for m in ("claude-mythos-5-1", "claude-sonnet-5")]
+        [False, False]
+        >>> [documented_prefix_check(m) for m in ("claude-fable-5-1", "claude-sim-1")]
+        [True, True]
     """
     bare = _DATED_TAIL.sub("", model)
     if _OLD_FORM.fullmatch(bare):
@@ -146,7 +147,7 @@ SYSTEM_MESSAGE_MODELS = frozenset(
         "claude-haiku-5-5",
     }
 )
-"""Models documented to accept mid-conversation ``role: "system"`` messages (VENDOR_RULES 16;
+"""Models documented to accept mid-conversation ``role: "system"`` messages (provider rule 16;
 not Sonnet 5). Pass a superset to ``Simulator(system_message_models=...)`` to extend it."""
 
 

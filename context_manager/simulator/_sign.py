@@ -3,10 +3,10 @@
 Layout, base64 encoded: ``MAGIC | version | nonce | predecessor | producer model | organization |
 end user | prefix MAC | seal``. The prefix MAC (HMAC) binds the producing model, organization and
 end user, the bound head (system and bound tools) and the chain of non-thinking content before the
-block (VENDOR_RULES 1-3). The predecessor (the digest of the nearest thinking block before it in
-the request that produced it, or none) is carried in the clear for the order check (VENDOR_RULES
+block (provider rules 1-3). The predecessor (the digest of the nearest thinking block before it in
+the request that produced it, or none) is carried in the clear for the order check (provider rule
 4). The seal is an HMAC over everything before it plus the block's own type and text, so an edited
-or forged signature or text (a 400, VENDOR_RULES 12) is told apart from a valid block whose model,
+or forged signature or text (a 400, provider rule 12) is told apart from a valid block whose model,
 prefix or order differs (a binding failure). Pure functions; the key is passed in, never stored.
 """
 
@@ -19,6 +19,8 @@ import hmac
 import secrets
 
 import attrs
+
+from context_manager import InvalidValue
 
 from ._canon import canonical_json
 
@@ -84,7 +86,7 @@ class Payload:
 def _name(value: str) -> bytes:
     raw = value.encode()
     if len(raw) > MAX_NAME_BYTES:
-        raise ValueError(f"name {value[:40]!r}... is longer than {MAX_NAME_BYTES} bytes")
+        raise InvalidValue(f"name {value[:40]!r}... is longer than {MAX_NAME_BYTES} bytes")
     return bytes([len(raw)]) + raw
 
 
@@ -139,7 +141,7 @@ def sign(
     """
     nonce = secrets.token_bytes(NONCE_BYTES) if nonce is None else nonce
     if len(nonce) != NONCE_BYTES:
-        raise ValueError(f"nonce must be {NONCE_BYTES} bytes, got {len(nonce)}")
+        raise InvalidValue(f"nonce must be {NONCE_BYTES} bytes, got {len(nonce)}")
     payload = Payload(
         nonce,
         binding.predecessor,

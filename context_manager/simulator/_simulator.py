@@ -18,7 +18,8 @@ from typing import Any
 import anthropic
 import attrs
 import httpx2
-import structlog
+
+from context_manager import InvalidValue, library_logger
 
 from ._api import BINDING_BETA, DROP_MODE, MESSAGES_PATH, PREFIX_MISMATCH, SIGNED_TYPES
 from ._cache import DEFAULT_MIN_TOKENS, PromptCache
@@ -28,6 +29,7 @@ from ._errors import InvalidRequest, NotFound, SimulatedApiError
 from ._faults import Faults
 from ._http import VERSION_HEADER, HttpReply, betas_of, error_reply, json_reply, sse_reply
 from ._intake import new_id, parse_body, split_betas
+from ._limits import DEFAULT_CONTEXT_WINDOW, check_model, check_window
 from ._loop import IssuedReplies
 from ._models import (
     SYSTEM_MESSAGE_MODELS,
@@ -51,9 +53,11 @@ from ._verify import (
     content_blocks,
     walk,
 )
-from ._wire import to_wire
+from ._wire import SignedBlock, to_wire
 
-logger = structlog.get_logger("context_manager.simulator")
+# The library's public logger (stdlib-bridged: silent unless the application asks, never on
+# stdout); the simulator shares no code with the layers it checks, only public names.
+logger = library_logger("context_manager.simulator")
 
 DEFAULT_KEY = b"context-manager-simulator-key-v1"
 """The key when none is given: fixed, so separate simulators (and processes) read each other's
@@ -112,12 +116,12 @@ class Simulator:
         key: the HMAC key signatures are made and checked with.
         model_families: model id to family name; models of one family read each other's blocks
             (on top of ``readability``). A model not listed is its own family.
-        readability: ``readable(reader, producer) -> bool``, the model check (VENDOR_RULES 8-9).
+        readability: ``readable(reader, producer) -> bool``, the model check (provider rules 8-9).
             Default: the documented table (``documented_readability``); a model always reads
             its own blocks and anything undocumented is unreadable. An unreadable block is
             always dropped (``model_binding_mismatch``), never a 400.
         prefix_check: ``runs_check(model) -> bool``, whether the requested model runs the
-            prefix and order checks (VENDOR_RULES 10). Default: the documented list
+            prefix and order checks (provider rule 10). Default: the documented list
             (``documented_prefix_check``): Mythos 5.1 and models before Fable 5.1 do not (their
             requests report only model-check drops); any other id does.
         enforced: the account enforces the prefix check (an account created on or after
@@ -131,6 +135,12 @@ class Simulator:
         clock: seconds, monotonic, for the prompt cache's TTLs (default ``time.monotonic``;
             pass your own to move time in a test).
         cache_min_tokens: the shortest prefix the prompt cache stores (``_cache``).
+        extra_models: model ids to serve beside the documented ones (``DOCUMENTED_MODELS``,
+            their dated ids and ``-latest`` aliases, and the test ids ``claude-sim-<n>``);
+            any other id is the API's 404 ``not_found_error``. Models named in
+            ``model_families`` or ``system_message_models`` are served too.
+        context_window: the most input tokens a request may carry (the API's 400 ``prompt is
+            too long`` beyond it).
         compaction_models: the models that take on-demand compaction. Default: the documented
             list ``COMPACTION_MODELS``; pass a superset to extend it.
 
@@ -153,10 +163,12 @@ class Simulator:
         end_user: str = "",
         clock: Callable[[], float] | None = None,
         cache_min_tokens: int = DEFAULT_MIN_TOKENS,
+        extra_models: Iterable[str] = (),
+        context_window: int = DEFAULT_CONTEXT_WINDOW,
         compaction_models: Iterable[str] | None = None,
     ) -> None:
         if not key:
-            raise ValueError("key must be non-empty bytes")
+            raise InvalidValue("key must be non-empty bytes")
         self._script: Script = script or default_script
         readable = readability or documented_readability
         if model_families:
@@ -176,6 +188,12 @@ class Simulator:
             SYSTEM_MESSAGE_MODELS if system_message_models is None else system_message_models
         )
         """Models that accept mid-conversation system messages (a frozenset of ids)."""
+        self.extra_models = frozenset(
+            [*extra_models, *(model_families or {}), *(system_message_models or ())]
+        )
+        """Model ids served beside the documented ones."""
+        self.context_window = context_window
+        """The most input tokens a request may carry."""
         self.compaction_models = frozenset(
             COMPACTION_MODELS if compaction_models is None else compaction_models
         )
@@ -193,7 +211,7 @@ class Simulator:
     @property
     def organization(self) -> str:
         """The organization requests are made under. Setting it makes every block produced
-        under another one drop with ``organization_binding_mismatch`` (VENDOR_RULES 11)."""
+        under another one drop with ``organization_binding_mismatch`` (provider rule 11)."""
         return self._verifier.organization
 
     @organization.setter
@@ -204,7 +222,7 @@ class Simulator:
     @property
     def end_user(self) -> str:
         """The end user requests are made for. Setting it makes every block produced for another
-        one drop with ``end_user_binding_mismatch`` (VENDOR_RULES 11)."""
+        one drop with ``end_user_binding_mismatch`` (provider rule 11)."""
         return self._verifier.end_user
 
     @end_user.setter
@@ -317,7 +335,7 @@ class Simulator:
         Raises:
             InvalidRequest: the API would refuse the request (its message says why), including
                 an empty, malformed or foreign signature, or altered thinking in an open
-                tool loop (VENDOR_RULES 6).
+                tool loop (provider rule 6).
         """
         body, betas = split_betas(request)
         validate_request(body, betas, self.system_message_models)
@@ -325,7 +343,9 @@ class Simulator:
             self._issued.check(body)
         return list(walk(self._verifier, body, mode=DROP_MODE).checks)
 
-    def verify_block(self, request: Mapping[str, Any], i: int, j: int, block: Any) -> str | None:
+    def verify_block(
+        self, request: Mapping[str, Any], i: int, j: int, block: SignedBlock
+    ) -> str | None:
         """Would ``block`` verify if inserted at ``messages[i].content[j]`` of ``request``?
 
         Everything before it is as in ``request``, after the drops a drop-mode call would make.
@@ -347,7 +367,7 @@ class Simulator:
         body, _ = split_betas(request)
         wire = to_wire(block)
         if wire.get("type") not in SIGNED_TYPES:
-            raise ValueError(f"only thinking blocks are bound; got a {wire.get('type')!r} block")
+            raise InvalidValue(f"only thinking blocks are bound; got a {wire.get('type')!r} block")
         messages = list(body.get("messages", []))
         if not 0 <= i < len(messages):
             raise IndexError(f"message index {i} out of range (0..{len(messages) - 1})")
@@ -421,7 +441,7 @@ class Simulator:
             with self._lock:
                 self._issued.check(checked)
 
-        return answer_count(
+        counted = answer_count(
             body,
             betas,
             verifier=self._verifier,
@@ -429,6 +449,8 @@ class Simulator:
             system_message_models=self.system_message_models,
             check_issued=check_issued,
         )
+        check_model(body["model"], self.extra_models)
+        return counted
 
     def _answer(
         self, body: dict[str, Any], betas: frozenset[str], request_id: str
@@ -438,6 +460,8 @@ class Simulator:
         if failure is not None:
             raise failure
         validate_request(body, betas, self.system_message_models)
+        check_model(body["model"], self.extra_models)
+        check_window(count_input(body), self.context_window)
         if "compaction" in body:
             check_request(body, betas, self.compaction_models)
         with self._lock:

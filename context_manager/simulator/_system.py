@@ -1,6 +1,6 @@
 """Mid-conversation ``role: "system"`` messages: placement, blocks, betas and tool changes.
 
-Pure functions (VENDOR_RULES 16-19). Accepted shape: a system message follows a user message and
+Pure functions (provider rules 16-19). Accepted shape: a system message follows a user message and
 is followed by an assistant message or ends the list; it is never first, never right after an
 assistant message (so never between a ``tool_use`` and its ``tool_result``), never right before a
 user message, never next to another system message; the model must be one that accepts them. Tool

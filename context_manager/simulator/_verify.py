@@ -1,6 +1,6 @@
 """Verifying the signed blocks of a request, oldest first, by the documented rules.
 
-Pure functions. For each signed block (VENDOR_RULES 1-4, 8, 10-13): a bad signature is a 400;
+Pure functions. For each signed block (provider rules 1-4, 8, 10-13): a bad signature is a 400;
 then the organization, end-user and model checks (drops, never 400s); then, on a model that runs
 it (not Mythos 5.1 or a model before Fable 5.1), the prefix check (the
 bound head and the non-thinking content before it) and the order check (no thinking block
@@ -143,7 +143,7 @@ class Verifier:
     organization: str = ""
     end_user: str = ""
     runs_prefix_check: PrefixCheck = documented_prefix_check
-    """Whether the requested model runs the prefix and order checks (VENDOR_RULES 10)."""
+    """Whether the requested model runs the prefix and order checks (provider rule 10)."""
     compactions: CoverageLookup | None = None
     """What each compaction block covered, by nonce (``_compaction.CompactionLedger.lookup``)."""
 
@@ -201,7 +201,7 @@ def refuse_failed(check: BlockCheck) -> InvalidRequest:
 
 
 def best_reason(reasons: Sequence[str]) -> str | None:
-    """The reason the API reports when several apply (VENDOR_RULES 11)."""
+    """The reason the API reports when several apply (provider rule 11)."""
     return min(reasons, key=DROP_REASONS.index) if reasons else None
 
 
@@ -378,7 +378,7 @@ def _walked(checks: list[BlockCheck], seen: list[dict[str, Any]], state: _State)
 
 
 def behavior(body: Mapping[str, Any], *, enforced: bool) -> str:
-    """The mode a request is checked in (VENDOR_RULES 10, 13).
+    """The mode a request is checked in (provider rules 10, 13).
 
     ``thinking.block_binding.prefix_mismatch_behavior`` when the request sets it; otherwise
     ``"error"`` on an enforced account and ``"allow"`` on an unenforced one. [PT]: older accounts
