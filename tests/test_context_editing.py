@@ -10,11 +10,13 @@ import pytest
 from helpers import THINKING_HEAD, calling_script, invalid_calls, runtime_on
 
 from context_manager import (
+    ApiTokenCounter,
     ClearThinking,
     ClearToolUses,
     ContextEditing,
     ContextManager,
     Fold,
+    MemoryStore,
     Store,
 )
 from context_manager._compile._fold import SUMMARY_KIND
@@ -165,3 +167,37 @@ async def test_a_fold_runs_only_when_the_request_as_the_server_edits_it_still_do
         assert summaries(ada) == 0  # the server's clearing keeps the window inside the trigger
         assert sim.requests[-1]["context_management"] == EAGER.to_wire()
         assert invalid_calls(sim) == []
+
+
+async def test_exact_counts_are_learned_from_the_request_as_sent_not_as_edited() -> None:
+    sim = Simulator(script=calling_script())
+    counter = ApiTokenCounter(sim.sync_client())
+    clear_all = ContextEditing(ClearToolUses(trigger_tokens=10, keep=0))
+    edited = ContextManager.open(
+        MemoryStore(), namespace="ada", editing=clear_all, estimator=counter
+    )
+    plain = ContextManager.open(
+        MemoryStore(), namespace="bea", estimator=ApiTokenCounter(sim.sync_client())
+    )
+    async with sim.client() as client:
+        for cm in (edited, plain):
+            cm.add_message("user", "please use tool")
+            first = cm.compile(HEAD)
+            reply = await client.beta.messages.create(**first.request)
+            cm.record_reply(reply, first)
+            calls = [b for b in reply.content if b.type == "tool_use"]
+            cm.add_message(
+                "user",
+                [
+                    {"type": "tool_result", "tool_use_id": c.id, "content": "ok " * 300}
+                    for c in calls
+                ],
+            )
+
+    assert edited.compile(HEAD, dry_run=True).request["context_management"] == clear_all.to_wire()
+    answered = [c.response for c in sim.count_calls if "context_management" in c.request]
+    assert answered
+    assert all(a["context_management"]["original_input_tokens"] > 0 for a in answered)
+    with_editing = edited.compile(HEAD, dry_run=True).tokens
+    without = plain.compile(HEAD, dry_run=True).tokens
+    assert abs(with_editing - without) <= 30  # the same history; only the ids and beta differ
