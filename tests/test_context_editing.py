@@ -126,6 +126,10 @@ async def test_an_agent_with_editing_loses_no_reasoning_while_the_server_clears_
     for _ in range(3):
         result = await ada.run_turn("please use read_log")
         assert result.notices == ()
+    assert len(result.edits) == len(result.replies) == 2
+    assert result.edits[0].cleared_tool_uses == 1  # the call: two old results, one kept
+    assert result.edits[1].cleared_tool_uses == 2  # the answer: three results, one kept
+    assert result.edits[1].cleared_input_tokens > 0
 
     assert seeing.results[-1][:2] == [CLEARED_RESULT, CLEARED_RESULT]
     assert invalid_calls(sim) == []
