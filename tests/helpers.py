@@ -20,6 +20,7 @@ written). They assert nothing, so a test's meaning stays in the test.
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import os
 import subprocess
@@ -45,7 +46,7 @@ from context_manager import (
 )
 from context_manager._model import strip_cache_control
 from context_manager.runtime import Agent, RetryPolicy, Runtime
-from context_manager.simulator import BASE_URL, MODEL_MISMATCH, Simulator
+from context_manager.simulator import BASE_URL, MODEL_MISMATCH, Simulator, default_script
 
 READ_LOG_TOOL = {
     "name": "read_log",
@@ -337,6 +338,8 @@ def framework_params(
         "messages": list(messages),
         **more,
     }
+
+
 SUMMARIZED = {"type": "adaptive", "display": "summarized"}
 """A thinking setting under which the simulator streams readable thinking text."""
 
@@ -377,3 +380,14 @@ def slow_client(sim: Simulator, gate: asyncio.Event, after: int = 1) -> anthropi
     return anthropic.AsyncAnthropic(
         api_key="sim", base_url=BASE_URL, http_client=http_client, max_retries=0
     )
+
+
+class Recorder:
+    """The simulator's default script, keeping a copy of every request the model saw."""
+
+    def __init__(self) -> None:
+        self.seen: list[dict[str, Any]] = []
+
+    def __call__(self, request: dict[str, Any]) -> list[dict[str, Any]]:
+        self.seen.append(copy.deepcopy(request))
+        return default_script(request)
