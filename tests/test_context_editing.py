@@ -4,6 +4,8 @@ results in its own copy, no thinking is lost, and every reply records the applie
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,8 +19,10 @@ from context_manager import (
     ContextManager,
     Fold,
     MemoryStore,
+    SQLiteStore,
     Store,
 )
+from context_manager._cli._main import main
 from context_manager._compile._fold import SUMMARY_KIND
 from context_manager.runtime import Agent
 from context_manager.simulator import CLEARED_RESULT, EDITING_BETA, Simulator, default_script
@@ -205,3 +209,29 @@ async def test_exact_counts_are_learned_from_the_request_as_sent_not_as_edited()
     with_editing = edited.compile(HEAD, dry_run=True).tokens
     without = plain.compile(HEAD, dry_run=True).tokens
     assert abs(with_editing - without) <= 30  # the same history; only the ids and beta differ
+
+
+async def test_transcript_usage_shows_what_the_server_cleared_per_turn(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "agent.db"
+    store = SQLiteStore(path)
+    runtime = runtime_on(Simulator(), store)
+    ada = runtime.register(
+        Agent("ada", HEAD, tools={"read_log": lambda _: "line " * 300}, editing=EAGER)
+    )
+    turns = [await ada.run_turn("please use read_log") for _ in range(3)]
+    store.close()
+
+    assert main(["transcript", str(path), "--usage", "--json"]) == 0
+    per_turn = [json.loads(line) for line in capsys.readouterr().out.splitlines()][:-1]
+    assert main(["transcript", str(path), "--usage"]) == 0
+    text = capsys.readouterr().out
+
+    assert "cleared_tool_uses" not in per_turn[0]  # one result so far: nothing to clear
+    assert [t.get("cleared_tool_uses", 0) for t in per_turn] == [
+        sum(e.cleared_tool_uses for e in turn.edits) for turn in turns
+    ]
+    assert per_turn[2]["cleared_tool_uses"] == 3
+    tokens = sum(e.cleared_input_tokens for e in turns[2].edits)
+    assert f"turn 3: the server cleared 3 tool uses and 0 thinking turns ({tokens} input" in text
