@@ -35,7 +35,7 @@ from ._model._content import (
     blocks_to_wire,
     converter,
 )
-from ._model._editing import ClearThinking, ClearToolUses, ContextEditing
+from ._model._editing import CallEdits, ClearThinking, ClearToolUses, ContextEditing
 from ._model._errors import (
     AgentBusy,
     AgentNotFound,
@@ -105,6 +105,7 @@ __all__ = [
     "BranchRecord",
     "BranchRef",
     "Caching",
+    "CallEdits",
     "CallUsage",
     "ClearThinking",
     "ClearToolUses",

@@ -25,7 +25,7 @@ from context_manager._compile._fold import SUMMARY_KIND
 from context_manager._compile._strategies import Passthrough, Strategy
 from context_manager._manager import ContextManager
 from context_manager._model._content import TextBlock, ToolResultBlock, ToolUseBlock, to_blocks
-from context_manager._model._editing import ContextEditing
+from context_manager._model._editing import CallEdits, ContextEditing
 from context_manager._model._errors import AgentNotRegistered, InvalidValue
 from context_manager._model._head import Head, ThinkingBinding
 from context_manager._model._log import library_logger
@@ -92,6 +92,9 @@ class TurnResult:
 
     head_changes: tuple[MessageId, ...] = ()
     """The ``head-change`` system messages the turn's compiles appended (SPEC 7b)."""
+    edits: tuple[CallEdits, ...] = ()
+    """``edits[k]``: what the server's context editing cleared on the call that produced
+    ``replies[k]`` (``ContextEditing``; zeros when it cleared nothing)."""
 
 
 @attrs.define(eq=False)
@@ -462,6 +465,7 @@ class Agent:
         calls: list[ToolCall] = []
         notices: list[MessageId] = list(stored)
         usage: list[CallUsage] = []
+        edits: list[CallEdits] = []
         changes: list[MessageId] = []
         stop_reason: str | None = None
         for _ in range(MAX_CALLS_PER_TURN):
@@ -472,6 +476,7 @@ class Agent:
                 call.answered(message, self.name)
                 replies.append(reply)
                 usage.append(self._log_usage(message, result))
+                edits.append(CallEdits.of(message))
                 self._tell_drops(message, result)
             stop_reason = getattr(message, "stop_reason", None)
             uses = [b for b in to_blocks(message) if isinstance(b, ToolUseBlock)]
@@ -496,6 +501,7 @@ class Agent:
             stop_reason,
             tuple(usage),
             tuple(changes),
+            tuple(edits),
         )
 
     def _log_usage(self, message: object, result: CompileResult) -> CallUsage:

@@ -160,7 +160,7 @@ def _snippet(message: Mapping[str, Any]) -> str:
     return " ".join(" ".join(parts).split())[:SNIPPET_CHARS]
 
 
-def summary_text(body: Mapping[str, Any]) -> str:
+def summary_text(body: Mapping[str, Any], instructions: str | None = None) -> str:
     """The summary of what a compaction request covers: a deterministic function of it.
 
     ``"Summary of N messages (digest D):"`` then one line ``"role: snippet"`` for each of the
@@ -173,7 +173,9 @@ def summary_text(body: Mapping[str, Any]) -> str:
     requests get the same summary exactly when they cover the same content.
     """
     messages = [m for m in body["messages"] if isinstance(m, Mapping)]
-    instructions = str(body["compaction"].get("instructions", "")).strip()
+    if instructions is None:
+        instructions = str(body["compaction"].get("instructions", ""))
+    instructions = instructions.strip()
     visible = [
         {
             "role": m.get("role"),
