@@ -143,6 +143,6 @@ def demo_then_serve(args: argparse.Namespace, out: TextIO, *, color: bool) -> in
         run_demo(args, out, color=color)
         return serve_on(args.db, args, out)
     with tempfile.TemporaryDirectory(prefix="context-manager-demo-") as scratch:
-        args.db = str(Path(scratch) / "demo.db")
-        run_demo(args, out, color=color)
-        return serve_on(args.db, args, out)
+        path = str(Path(scratch) / "demo.db")  # args.db stays None: Ctrl-C says it is removed
+        run_demo(argparse.Namespace(**{**vars(args), "db": path}), out, color=color)
+        return serve_on(path, args, out)
