@@ -13,7 +13,15 @@ import pytest
 
 from context_manager.runtime import Agent
 from context_manager.simulator import Simulator
-from context_manager.web import Access, Principal, reads_reasoning, sees_agent
+from context_manager.web import (
+    Access,
+    CallbackSource,
+    ConsoleServer,
+    Principal,
+    create_app,
+    reads_reasoning,
+    sees_agent,
+)
 from tests.helpers import PROBE_HEAD, SUMMARIZED, runtime_on
 
 OWNER, BOB, CAROL = "owner-token-0123456789", "bob-token-0123456789", "carol-token-0123456789"
@@ -133,3 +141,33 @@ async def test_a_token_in_the_query_sets_a_cookie_once_and_redirects_without_it(
     assert (status, location) == (303, "/agents/ada?branch=main")
     assert "HttpOnly" in cookie
     assert "SameSite=strict" in cookie or "SameSite=Strict" in cookie
+
+
+def three_thoughts(request: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        *({"type": "thinking", "thinking": f"thought {n} " * 20} for n in range(3)),
+        {"type": "text", "text": "Done."},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("max_parts", "max_bytes", "parts", "truncated"),
+    [(256, 1 << 20, 3, False), (2, 1 << 20, 2, True), (256, 300, 1, True)],
+)
+async def test_the_durable_reasoning_answer_is_bounded_by_parts_and_bytes(
+    max_parts: int, max_bytes: int, parts: int, truncated: bool
+) -> None:
+    runtime = runtime_on(Simulator(script=three_thoughts))
+    agent = runtime.register(Agent("ada", HEAD))
+    reply = (await agent.run_turn("think thrice", asker="bob")).replies[0]
+    app = create_app(
+        CallbackSource(lambda: ["ada"], lambda _: agent.context, lambda _: None),
+        Access.parse(TOKENS),
+        max_parts=max_parts,
+        max_bytes=max_bytes,
+    )
+    async with ConsoleServer(app) as console:
+        status, body = await fetch(f"{console.url}/agents/ada/reasoning?cursor={reply}", BOB)
+    answer = json.loads(body)
+    assert (status, len(answer["parts"]), answer["truncated"]) == (200, parts, truncated)
+    assert answer["bytes"] <= max_bytes
