@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterable
-from types import TracebackType
 from typing import Any
 
 from context_manager._model._log import library_logger
@@ -79,12 +78,7 @@ class ReasoningPublisher:
                     log.warning("reasoning_publish_failed", agent=agent, error=repr(err))
                 failed = True
 
-    async def __aexit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *_: object) -> None:
         for subscription in self._subscriptions:
             await subscription.aclose()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import socket
 from collections.abc import Callable, Iterator
-from types import TracebackType
 from typing import Any
 
 from context_manager._model._log import library_logger
@@ -122,12 +121,7 @@ class ConsoleServer:
             await asyncio.sleep(0.01)
         return self
 
-    async def __aexit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *_: object) -> None:
         if self._server is not None:
             self._server.should_exit = True
         if self._task is not None:
