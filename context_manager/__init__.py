@@ -35,6 +35,7 @@ from ._model._content import (
     blocks_to_wire,
     converter,
 )
+from ._model._editing import ClearThinking, ClearToolUses, ContextEditing
 from ._model._errors import (
     AgentBusy,
     AgentNotFound,
@@ -45,10 +46,17 @@ from ._model._errors import (
     CommandLineError,
     ContextManagerError,
     InFlightThinkingInvalid,
+    InvalidBranchName,
+    InvalidContent,
+    InvalidHead,
+    InvalidType,
+    InvalidValue,
     MessageNotFound,
     NotADatabase,
     OverBudget,
     SchemaTooNew,
+    StorePathError,
+    StoreRefused,
     StoreUnavailable,
 )
 from ._model._head import Head, ThinkingBinding
@@ -71,6 +79,7 @@ from ._model._usage import CallUsage, usage_of
 from ._reasoning._audit import AuditResult, ReasoningPart, UntrustedText, read_reasoning
 from ._reasoning._capture import ReasoningCapture, warn_if_reasoning_unconfigured
 from ._reasoning._store import MemoryReasoningStore, ReasoningStore, SQLiteReasoningStore
+from ._reconcile import FrameworkParamsInvalid, Reconciliation
 from ._store._hold import Hold
 from ._store._memory import MemoryStore
 from ._store._postgres import PostgresStore
@@ -93,15 +102,24 @@ __all__ = [
     "BranchRef",
     "Caching",
     "CallUsage",
+    "ClearThinking",
+    "ClearToolUses",
     "CommandLineError",
     "CompileResult",
+    "ContextEditing",
     "ContextManager",
     "ContextManagerError",
     "Fold",
+    "FrameworkParamsInvalid",
     "Head",
     "Hold",
     "ImageBlock",
     "InFlightThinkingInvalid",
+    "InvalidBranchName",
+    "InvalidContent",
+    "InvalidHead",
+    "InvalidType",
+    "InvalidValue",
     "LibraryLogger",
     "MemoryReasoningStore",
     "MemoryStore",
@@ -119,6 +137,7 @@ __all__ = [
     "ReasoningCapture",
     "ReasoningPart",
     "ReasoningStore",
+    "Reconciliation",
     "RedactedThinkingBlock",
     "ReplyDrop",
     "RoundDrop",
@@ -127,6 +146,8 @@ __all__ = [
     "SchemaTooNew",
     "Source",
     "Store",
+    "StorePathError",
+    "StoreRefused",
     "StoreUnavailable",
     "StoredMessage",
     "TextBlock",

@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+import attrs
 
 from context_manager._model._log import library_logger
 
@@ -23,15 +25,38 @@ from ._binding._drops import (
 from ._compile._caching import Caching
 from ._compile._compiler import Compiler
 from ._compile._strategies import Passthrough, Strategy, estimate_tokens
-from ._model._content import Block, to_blocks
-from ._model._errors import BranchExists, BranchInUse, BranchNotFound
+from ._model._checks import (
+    check_blocks,
+    check_branch_name,
+    check_not_empty,
+    check_optional_sequence,
+    check_positive_int,
+)
+from ._model._content import Block, reply_blocks, to_blocks
+from ._model._editing import ContextEditing
+from ._model._errors import (
+    BranchExists,
+    BranchInUse,
+    BranchNotFound,
+    InvalidContent,
+    InvalidType,
+    InvalidValue,
+)
 from ._model._head import Head, ThinkingBinding
 from ._model._messages import MessageId, MessageMeta, Role, StoredMessage, check_role, coerce_meta
+from ._model._request import sdk_request
 from ._model._results import CompileResult, ThinkingStrip
 from ._reasoning._capture import ReasoningCapture, resolve_without_sidecar
+from ._reconcile import Reconciliation
+from ._reconcile import reconcile as reconcile_params
 from ._store._hold import HOLD_TIMEOUT_SECONDS, Hold, LocalHolds, holder_identity
 from ._store._lineage import lineage_of
 from ._store._protocol import BranchRecord, BranchRef, Lineage, Store
+from ._telemetry import OFF, Telemetry, telemetry_for
+
+if TYPE_CHECKING:
+    from opentelemetry.metrics import MeterProvider
+    from opentelemetry.trace import TracerProvider
 
 log = library_logger("context_manager")
 
@@ -51,6 +76,10 @@ ReplyObserver: TypeAlias = Callable[[MessageId, CompileResult], None]
 Estimator: TypeAlias = Callable[[Any], int]
 """Token estimate of one wire message (a dict)."""
 
+TracerProviderOption: TypeAlias = "TracerProvider | Telemetry | bool | None"
+"""The ``tracer_provider=`` switch: a ``TracerProvider``, ``True`` (the application's global
+one), a shared ``Telemetry``, or ``None`` / ``False`` (off: nothing is imported)."""
+
 
 class ContextManager:
     """An agent's context: store it, branch it, compile it.
@@ -68,6 +97,8 @@ class ContextManager:
         estimator: Estimator | None = None,
         reasoning: ReasoningCapture | None = None,
         caching: Caching | None = None,
+        telemetry: Telemetry | None = None,
+        editing: ContextEditing | None = None,
     ) -> None:
         self.store: Store = store
         self.namespace: str = namespace
@@ -76,9 +107,13 @@ class ContextManager:
         self.estimator: Estimator = estimator or estimate_tokens
         self.caching: Caching = caching if caching is not None else Caching()
         """Where the compiler places prompt-cache breakpoints (``Caching``)."""
+        self.editing: ContextEditing | None = editing
+        """Server-side context editing added to every request (``ContextEditing``), or ``None``."""
         self.reasoning: ReasoningCapture | None = reasoning
         """The reasoning sidecar configuration (``ReasoningCapture``) or ``None``."""
         self.token: str = uuid.uuid4().hex
+        self.telemetry: Telemetry = telemetry if telemetry is not None else OFF
+        """The OpenTelemetry spans, events and metrics of this context (off by default)."""
         self._observers: list[StripObserver] = []
         self._deletion_observers: list[Callable[[str], None]] = []
         self._reply_observers: list[ReplyObserver] = []
@@ -86,6 +121,8 @@ class ContextManager:
         self._async_locks: dict[str, tuple[asyncio.Lock, asyncio.AbstractEventLoop]] = {}
         self._branch = self._ensure_branch()
         self._compiler = Compiler(self)
+        self.last_reconciliation: Reconciliation | None = None
+        """What the last ``reconcile`` stored, edited, folded or rewound (``None`` before one)."""
 
     @classmethod
     def open(
@@ -98,14 +135,29 @@ class ContextManager:
         estimator: Estimator | None = None,
         reasoning: ReasoningCapture | None = None,
         caching: Caching | None = None,
+        tracer_provider: TracerProviderOption = None,
+        meter_provider: MeterProvider | None = None,
+        editing: ContextEditing | None = None,
     ) -> ContextManager:
         """Open (or start) ``namespace`` in ``store``, on its current branch (``main`` when new).
 
         ``caching`` places prompt-cache breakpoints (default ``Caching()``: on, 5-minute TTL;
-        ``Caching(enabled=False)`` sends only the host's own markers).
+        ``Caching(enabled=False)`` sends only the host's own markers). ``editing`` adds
+        server-side context editing (``context_management`` and its beta) to every request but
+        a compaction request or one carrying a compaction block (default ``None``: off).
+        ``tracer_provider``
+        turns on OpenTelemetry (``docs/tracing.md``): a ``TracerProvider``, or ``True`` for the
+        application's global one; ``meter_provider`` (default: the global one) gets the
+        metrics. Off (the default), nothing imports ``opentelemetry``.
+
+        Raises:
+            TelemetryUnavailable: ``tracer_provider`` is given and ``opentelemetry-api`` is not
+                installed (``pip install context-manager[otel]``).
         """
         if not isinstance(namespace, str) or not namespace:
-            raise ValueError(f"namespace must be a non-empty string, got {namespace!r}")
+            raise InvalidValue(
+                f"namespace must be a non-empty string, got {namespace!r}; give the agent's name"
+            )
         return cls(
             store,
             namespace,
@@ -114,6 +166,8 @@ class ContextManager:
             estimator=estimator,
             reasoning=reasoning,
             caching=caching,
+            telemetry=telemetry_for(tracer_provider, meter_provider),
+            editing=editing,
         )
 
     # branches
@@ -183,7 +237,13 @@ class ContextManager:
         return self._branch.key, self.store.last_sequence(self.namespace, self.lineage())
 
     def fork(self, name: str) -> BranchRef:
-        """Branch at the current head and switch to it. Raises ``BranchExists``."""
+        """Branch at the current head and switch to it.
+
+        Raises:
+            BranchExists: a live branch has that name.
+            InvalidBranchName: ``name`` is not a non-empty string (the same on every store).
+        """
+        check_branch_name(name)
         _, head = self.branch_head()
         record = self.store.create_branch(
             self.namespace, name, parent=self._branch.key, fork_sequence=head
@@ -197,14 +257,16 @@ class ContextManager:
 
         Raises:
             MessageNotFound: no such message.
-            ValueError: the message is not visible on the current branch.
+            InvalidValue: the message is not visible on the current branch.
+            InvalidBranchName: ``name`` is not a non-empty string.
         """
+        check_branch_name(name)
         message = self.get_message(message_id)
         visible = self.store.read(
             self.namespace, self.lineage(), after=message.sequence - 1, upto=message.sequence
         )
         if not visible:
-            raise ValueError(
+            raise InvalidValue(
                 f"message {message_id!r} is not on branch {self._branch.ref.name!r}; "
                 "switch to a branch that has it"
             )
@@ -217,6 +279,7 @@ class ContextManager:
 
     def switch_branch(self, name: str) -> BranchRef:
         """Make ``name`` current; switching to the current branch is a no-op."""
+        check_branch_name(name)
         if name == self._branch.ref.name:
             return self._branch.ref
         self._switch(self._record(name))
@@ -228,6 +291,7 @@ class ContextManager:
 
     def delete_branch(self, name: str) -> BranchRef:
         """Hide ``name`` (its messages stay stored). Raises ``BranchInUse`` for the current one."""
+        check_branch_name(name)
         if name == self._branch.ref.name:
             raise BranchInUse(name)
         record = self.store.delete_branch(self.namespace, name)
@@ -251,13 +315,22 @@ class ContextManager:
         """Store a message on the current branch; returns its id.
 
         Raises:
-            ValueError: unknown role.
-            TypeError: content is not blocks or wire dicts (the message names the item).
+            InvalidValue: unknown role (also a ``ValueError``).
+            InvalidType: content is not blocks or wire dicts, or the metadata is not a dict
+                (also a ``TypeError``; the message names the item).
+            InvalidContent: a malformed block (``{"type": "text", "text": 5}``) or a message
+                with nothing to send (``""``); nothing is written.
         """
         checked = check_role(role)
-        blocks = to_blocks(content)
+        where = f"{checked} message"
+        blocks = coerced_content(content, where)
         meta = coerce_meta(metadata)
-        return self.store.append(self.namespace, self._branch.key, checked, blocks, meta).id
+        check_not_empty(
+            blocks, where, allowed=checked == "system" and "output_config" in meta.extra
+        )
+        message_id = self.store.append(self.namespace, self._branch.key, checked, blocks, meta).id
+        self.telemetry.stored(self._branch.key, message_id, meta, blocks)
+        return message_id
 
     def get_message(self, message_id: MessageId) -> StoredMessage:
         """The stored message. Raises ``MessageNotFound``."""
@@ -274,7 +347,13 @@ class ContextManager:
 
         ``kind`` filters on ``metadata.kind``; ``since`` keeps sequences above it; ``limit``
         keeps the first that many. Cost: O(log n + returned).
+
+        Raises:
+            BranchNotFound: no live branch ``branch``.
+            InvalidType: ``since`` or ``limit`` is not an int (``since="a"``).
         """
+        since = check_optional_sequence(since, "since")
+        limit = check_optional_sequence(limit, "limit")
         key = self._record(branch).key if branch is not None else self._branch.key
         return self.store.read(
             self.namespace, self.lineage(key), after=since, kind=kind, limit=limit
@@ -285,8 +364,13 @@ class ContextManager:
 
         Every later compile that renders it sees the change; thinking bound after it strips
         with cause ``messages``.
+
+        Raises:
+            MessageNotFound: no such message.
+            InvalidContent: a malformed block; nothing is written.
         """
-        return self.store.edit(self.namespace, message_id, to_blocks(content))
+        blocks = coerced_content(content, f"message {message_id}")
+        return self.store.edit(self.namespace, message_id, blocks)
 
     def forget_cache(self, key: str | None = None) -> None:
         """Drop what is held in memory for branch ``key`` (its render state, binding record,
@@ -369,13 +453,28 @@ class ContextManager:
     def compile(
         self, head: Head, *, budget: int | None = None, dry_run: bool = False
     ) -> CompileResult:
-        """Build the next request. See ``Compiler.compile``; observers hear its strip."""
-        return self._notify(self._compiler.compile(head, budget=budget, dry_run=dry_run))
+        """Build the next request. See ``Compiler.compile``; observers hear its strip.
+
+        ``result.request`` is a plain dict for ``client.beta.messages.create(**request)`` and
+        ``client.beta.messages.stream(**request)``: a setting the installed SDK has no keyword
+        for (``temperature``, ``top_p``, ``top_k``, anything newer) rides in ``extra_body``.
+
+        Raises:
+            InvalidType: ``head`` is not a ``Head``, or ``budget`` is not an int.
+            InvalidValue: ``budget`` is 0 or less.
+        """
+        _check_compile_args(head, budget)
+        with self.telemetry.compiling(dry_run) as span:
+            compiled = self._compiler.compile(head, budget=budget, dry_run=dry_run)
+            result = self._notify(_for_the_sdk(compiled))
+            self.telemetry.compiled(span, result, self.get_message)
+            return result
 
     async def compile_async(
         self, head: Head, *, budget: int | None = None, dry_run: bool = False
     ) -> CompileResult:
         """``compile`` for hosts whose summarizer is async."""
+        _check_compile_args(head, budget)
         key = self._branch.key
         lock, loop = self._async_locks.get(key, (None, None))
         running = asyncio.get_running_loop()
@@ -383,9 +482,47 @@ class ContextManager:
             lock = asyncio.Lock()
             self._async_locks[key] = (lock, running)
         async with lock:  # one compile at a time per branch: one fold, one strip
-            return self._notify(
-                await self._compiler.compile_async(head, budget=budget, dry_run=dry_run)
-            )
+            with self.telemetry.compiling(dry_run) as span:
+                compiled = await self._compiler.compile_async(head, budget=budget, dry_run=dry_run)
+                result = self._notify(_for_the_sdk(compiled))
+                self.telemetry.compiled(span, result, self.get_message)
+                return result
+
+    def reconcile(
+        self,
+        params: Mapping[str, Any],
+        *,
+        dry_run: bool = False,
+        follow_window: bool | None = None,
+        boundary: Callable[[Reconciliation], None] | None = None,
+    ) -> CompileResult:
+        """Turn a framework's Messages API parameters for one call into this library's request.
+
+        ``params`` are the body fields the framework built (``model``, ``system``, ``tools``,
+        ``messages``, ``thinking``, ``betas``, settings). What is new at the end of ``messages``
+        is stored; the framework's copy of a recorded reply is matched to it (its recorded bytes
+        go out); a changed ``system`` or ``tools`` is appended as a change (SPEC 7b); an edit of
+        an earlier message is stored as an edit; fewer messages than before start a new branch
+        at the last one still sent. A framework that drops old messages or writes its own
+        summary is followed as a host fold (its kept turns' thinking strips, reported) when
+        ``follow_window`` is true, the default with ``Passthrough``; with a ``Window`` or a
+        ``Fold`` the library manages the window and ignores the framework's truncation.
+        Library-owned messages (``metadata.kind`` set) never count as the framework's.
+        ``boundary(reconciliation)`` runs after the messages are stored, before the compile.
+        The framework's betas are joined to the request's. ``last_reconciliation`` says what
+        was done.
+
+        Raises:
+            FrameworkParamsInvalid: ``params`` has no model, no messages list, or a
+                server-held ``thread`` (a ``ValueError``).
+        """
+        follow = isinstance(self.strategy, Passthrough) if follow_window is None else follow_window
+        done, result = reconcile_params(
+            self, params, follow_window=follow, dry_run=dry_run, boundary=boundary
+        )
+        if not dry_run:
+            self.last_reconciliation = done
+        return result
 
     def record_reply(
         self,
@@ -399,7 +536,13 @@ class ContextManager:
 
         ``extra`` joins the reply's ``metadata.extra`` (beside its usage; the runtime records
         the turn's asker there). Then calls the ``on_reply_recorded`` observers.
+
+        Raises:
+            InvalidType: ``message`` is a bare string (a reply is the SDK message, the response
+                body or its content blocks), or ``result`` is not a ``CompileResult``.
+            InvalidContent: a malformed block; nothing is written.
         """
+        _check_reply(message, result)
         message_id = self._compiler.record_reply(message, result, appended=appended, extra=extra)
         for observer in list(self._reply_observers):
             try:
@@ -428,6 +571,7 @@ class ContextManager:
         )
         self._compiler.wrote_binding()
         self._compiler.invalidate(self._branch.key)
+        self.telemetry.released(self._branch.key, message_id, from_block)
 
     def place_drops(
         self, response: object, result: CompileResult, *, rounds: Sequence[object] = ()
@@ -466,6 +610,7 @@ class ContextManager:
             self._compiler.wrote_binding()
         if releases:  # only a release changes what the branch renders
             self._compiler.invalidate(result.branch)
+        self.telemetry.drops_placed(placed, releases, result.branch)
         return placed
 
     # reasoning sidecar hooks (see ReasoningCapture)
@@ -482,3 +627,55 @@ class ContextManager:
         if self.reasoning is None:
             return resolve_without_sidecar(block)
         return self.reasoning.resolve(self.namespace, block)
+
+
+def coerced_content(content: object, where: str) -> tuple[Block, ...]:
+    """``to_blocks(content)`` with every block checked (``check_blocks``).
+
+    Raises:
+        InvalidContent: content that is not blocks, or a malformed block; naming ``where``.
+    """
+    try:
+        blocks = to_blocks(content)
+    except InvalidContent:
+        raise
+    except TypeError as err:
+        raise InvalidContent(where, None, str(err)) from err
+    check_blocks(blocks, where)
+    return blocks
+
+
+def _for_the_sdk(result: CompileResult) -> CompileResult:
+    """``result`` whose request the installed SDK takes as keywords (``sdk_request``)."""
+    request = sdk_request(result.request)
+    if request.keys() == result.request.keys():
+        return result
+    return attrs.evolve(result, request=request)
+
+
+def _check_compile_args(head: object, budget: object) -> None:
+    if not isinstance(head, Head):
+        raise InvalidType(f"compile needs a Head, got {head!r:.120}")
+    if budget is not None:
+        check_positive_int(budget, "budget")
+
+
+def _check_reply(message: object, result: object) -> None:
+    if isinstance(message, str | bytes):
+        raise InvalidContent(
+            "reply",
+            None,
+            f"{message!r:.80} is a bare string; pass the SDK message, the response body or its "
+            "content blocks (a host's own text is add_message's)",
+        )
+    if not isinstance(result, CompileResult):
+        raise InvalidType(
+            f"record_reply needs the CompileResult that produced it, got {result!r:.120}"
+        )
+    try:
+        blocks = reply_blocks(message)
+    except InvalidContent:
+        raise
+    except TypeError as err:
+        raise InvalidContent("reply", None, str(err)) from err
+    check_blocks(blocks, "reply")

@@ -11,7 +11,14 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import Literal, TypeAlias
 
-from context_manager import Block, StoredMessage, TextBlock, ToolUseBlock, UnknownBlock
+from context_manager import (
+    Block,
+    InvalidValue,
+    StoredMessage,
+    TextBlock,
+    ToolUseBlock,
+    UnknownBlock,
+)
 
 LineForm: TypeAlias = Literal["head", "count", "at_least"]
 """``head``: a head change; ``count``: a first compile, a fold, drops; ``at_least``: drops
@@ -89,13 +96,13 @@ def reasoning_loss_line(
             (a reply or this_turn for at-least, a cause for count or at-least).
     """
     if form not in LINE_FORMS:
-        raise ValueError(f"unknown line form {form!r}; expected one of {', '.join(LINE_FORMS)}")
+        raise InvalidValue(f"unknown line form {form!r}; expected one of {', '.join(LINE_FORMS)}")
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise ValueError(f"count must be an int of at least 1, got {count!r}")
+        raise InvalidValue(f"count must be an int of at least 1, got {count!r}")
     if form != "head" and changed:
-        raise ValueError(f"a cause is named only in the head form, got changed={changed!r}")
+        raise InvalidValue(f"a cause is named only in the head form, got changed={changed!r}")
     if form == "at_least" and (reply is not None or this_turn):
-        raise ValueError("the at-least form names no reply and has no this-turn clause")
+        raise InvalidValue("the at-least form names no reply and has no this-turn clause")
     prefix = f"{MARKER} {_sanitize(agent)}: "
     name = name_reply(reply) if reply is not None else None
     if form == "head":

@@ -10,7 +10,7 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from typing import TypeAlias
 
-from context_manager import MessageId
+from context_manager import InvalidValue, MessageId
 
 DEFAULT_CAP = 10_000
 """Entries per branch: far more replies than one incident of drops names, so a live loss is
@@ -32,7 +32,7 @@ class ToldSets:
 
     def __init__(self, cap: int = DEFAULT_CAP) -> None:
         if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
-            raise ValueError(f"cap must be a positive int, got {cap!r}")
+            raise InvalidValue(f"cap must be a positive int, got {cap!r}")
         self.cap = cap
         self._agents: dict[str, dict[str, OrderedDict[Entry, None]]] = {}
 

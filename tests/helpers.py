@@ -10,7 +10,9 @@ messages) and ``head_json``, ``calling_script`` (a simulator script that calls a
 ``runtime_on`` (a runtime on the simulator's SDK client), ``slow_client`` (the SDK over a
 stream that pauses at a gate mid-thinking), ``StoreWithout`` (a store that predates
 some protocol methods), ``signed_conversation`` (questions the simulator answers with signed
-thinking) and ``replies_with_thinking``, ``snapshots_off``. Command line: ``cli`` (the program in
+thinking) and ``replies_with_thinking``, ``snapshots_off``; ``framework_params`` (the parameters
+a framework builds for one call) and ``framework_copy`` (a framework's own copy of a reply, in
+one of the ``REPLY_COPIES`` styles). Command line: ``cli`` (the program in
 a subprocess, never the real API) and ``snapshot`` (a folder's files, to show nothing was
 written). They assert nothing, so a test's meaning stays in the test.
 """
@@ -213,15 +215,18 @@ CLI_ENV = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"} | {"
 """The command line's environment in tests: never the real API, whatever the shell holds."""
 
 
-def cli(*args: object, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    """Run ``context-manager ARGS`` in a subprocess (``CLI_ENV``), feeding it ``stdin``."""
+def cli(
+    *args: object, stdin: str | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``context-manager ARGS`` in a subprocess (``CLI_ENV``, plus ``env``), feeding it
+    ``stdin``."""
     return subprocess.run(
         [sys.executable, "-m", "context_manager", *map(str, args)],
         input=stdin,
         capture_output=True,
         text=True,
         timeout=60,
-        env=CLI_ENV,
+        env={**CLI_ENV, **(env or {})},
     )
 
 
@@ -293,6 +298,45 @@ def snapshot(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
 
 
+REPLY_COPIES = ("as-sent", "no-thinking", "tagged-thinking", "no-extras", "string-text")
+"""How frameworks keep their own copy of a reply: as the SDK returned it; without thinking
+(some drop it); with thinking turned into tagged text (pydantic-ai, for thinking it cannot
+replay); without ``caller``, ``citations`` or ``cache_control`` (many); its text as one string."""
+
+
+def framework_copy(message: Any, style: str) -> dict[str, Any]:
+    """The assistant message a framework keeps of ``message`` (an SDK reply), in ``style``."""
+    blocks = [block.model_dump(exclude_none=True) for block in message.content]
+    if style == "no-thinking":
+        blocks = [b for b in blocks if b["type"] != "thinking"]
+    elif style == "tagged-thinking":
+        blocks = [
+            {"type": "text", "text": f"<thinking>\n{b['thinking']}\n</thinking>"}
+            if b["type"] == "thinking"
+            else b
+            for b in blocks
+        ]
+    elif style == "no-extras":
+        blocks = [{k: v for k, v in b.items() if k not in ("caller", "citations")} for b in blocks]
+    elif style == "string-text" and all(b["type"] in ("text", "thinking") for b in blocks):
+        text = "".join(b["text"] for b in blocks if b["type"] == "text")
+        return {"role": "assistant", "content": text}
+    return {"role": "assistant", "content": blocks}
+
+
+def framework_params(
+    messages: list[dict[str, Any]], *, system: str = "You are Ada.", **more: Any
+) -> dict[str, Any]:
+    """The parameters a framework builds for one call on ``PROBE_HEAD``'s model and tools."""
+    return {
+        "model": PROBE_HEAD.model,
+        "system": system,
+        "tools": list(PROBE_HEAD.tools),
+        "max_tokens": 1024,
+        "thinking": {"type": "adaptive"},
+        "messages": list(messages),
+        **more,
+    }
 SUMMARIZED = {"type": "adaptive", "display": "summarized"}
 """A thinking setting under which the simulator streams readable thinking text."""
 

@@ -22,11 +22,14 @@ LAYERS: tuple[str, ...] = (
     "context_manager._binding",
     "context_manager._reasoning",
     "context_manager._compile",
+    "context_manager._telemetry",
+    "context_manager._reconcile",
     "context_manager._manager",
     "context_manager",  # the public names (__init__): what notices may use
     "notices",
     "context_manager.web",  # the console: above the facade, mounted by the runtime
     "context_manager.runtime",
+    "context_manager.adapters",
     "context_manager._cli",
 )
 """Lowest first. A module may import its own layer and any layer before it."""

@@ -316,7 +316,9 @@ async def test_a_400_is_raised_to_the_caller_and_logged_with_the_compile_id() ->
 
     sim = Simulator()
     runtime = make(sim)
-    ada = runtime.register(Agent("ada", attrs.evolve(HEAD, model="")))
+    # max_tokens 0: a request the API refuses (a Head refuses an empty model itself)
+    refused = attrs.evolve(HEAD, settings={**HEAD.settings, "max_tokens": 0})
+    ada = runtime.register(Agent("ada", refused))
     import anthropic
 
     with capture_logs() as logs, pytest.raises(anthropic.BadRequestError):

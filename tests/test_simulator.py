@@ -273,7 +273,9 @@ async def test_a_model_switch_drops_every_earlier_block_with_model_reason(
 
 
 async def test_models_of_one_family_read_each_others_blocks() -> None:
-    sim = Simulator(model_families={MODEL: "sim", OTHER_MODEL: "sim"})
+    sim = Simulator(
+        model_families={MODEL: "sim", OTHER_MODEL: "sim"}, extra_models=["claude-other"]
+    )
     async with sim.client() as family_client:
         history = await converse(family_client, THREE_TURNS)
         same_family = await family_client.beta.messages.create(

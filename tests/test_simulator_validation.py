@@ -289,7 +289,7 @@ REFUSED = [
     ),
     (
         "duplicate-tool-names",
-        set_field("tools", [{"name": "a"}, {"name": "a"}]),
+        set_field("tools", [{"name": "a", "input_schema": {}}, {"name": "a", "input_schema": {}}]),
         "tools.1: Tool names must be unique",
     ),
 ]

@@ -13,6 +13,7 @@ from typing import Any
 import attrs
 
 from context_manager._model._content import Block, is_thinking, to_blocks
+from context_manager._model._errors import InvalidType
 from context_manager._model._log import library_logger
 from context_manager._model._messages import MessageId, StoredMessage
 from context_manager._model._results import ProvenanceEntry
@@ -287,7 +288,7 @@ def _entries_of(response: object, *, quiet: bool = False) -> Sequence[object]:
     elif isinstance(response, list | tuple):
         found = response
     elif isinstance(response, str | bytes):
-        raise TypeError(
+        raise InvalidType(
             f"expected a response, a dict or a list of input_transformations, got {response!r:.80}"
         )
     else:

@@ -20,6 +20,7 @@ import attrs
 
 from context_manager._model._canonical import signature_digest
 from context_manager._model._content import Block, block_to_wire, is_thinking, signature_of
+from context_manager._model._errors import InvalidType
 from context_manager._model._log import library_logger
 from context_manager._model._messages import StoredMessage
 from context_manager._model._results import CompileResult
@@ -143,6 +144,6 @@ def wire_message(item: object) -> dict[str, Any]:
         return {"role": item.role, "content": [block_to_wire(b) for b in item.content]}
     if isinstance(item, dict) and "role" in item:
         return {"role": str(item["role"]), "content": wire_content(item.get("content", []))}
-    raise TypeError(
+    raise InvalidType(
         f"appended message {item!r} must be a StoredMessage or a wire dict with a 'role'"
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from typing import Any, Literal, TypeAlias
+from typing import Any
 
 from context_manager._model._content import (
     Block,
@@ -22,7 +22,16 @@ from context_manager._model._content import (
     ToolUseBlock,
     UnknownBlock,
 )
-from context_manager._model._messages import REASONING_LOSS_KIND, StoredMessage
+from context_manager._model._messages import (
+    REASONING_LOSS_KIND,
+    StoredMessage,
+)
+from context_manager._model._messages import (
+    LineForm as LineForm,  # re-exported: the command line's tally reads it from here
+)
+from context_manager._model._messages import (
+    line_form as line_form,
+)
 
 SIGNATURE_TAIL = 4
 """Signature characters a marker shows: enough to tell blocks apart, far too few to reuse one."""
@@ -36,9 +45,6 @@ BOLD_YELLOW = "1;33"
 DIM = "2"
 CYAN = "36"
 
-LineForm: TypeAlias = Literal["head", "count", "at_least"]
-
-_MARKER = "[reasoning] "
 _CAUSE = re.compile(r", because your (.+?) changed\.")
 
 
@@ -206,17 +212,6 @@ def block_type(block: Block) -> str:
         ImageBlock: "image",
     }
     return names.get(type(block), type(block).__name__)
-
-
-def line_form(text: str) -> LineForm | None:
-    """Which SPEC 9 form a ``[reasoning]`` line is in, or ``None`` for any other text."""
-    if not text.startswith(_MARKER):
-        return None
-    if "the reasoning behind at least " in text:
-        return "at_least"
-    if "Some of your earlier reasoning is no longer in your context:" in text:
-        return "count"
-    return "head"
 
 
 def line_cause(text: str) -> str | None:

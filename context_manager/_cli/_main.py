@@ -20,6 +20,8 @@ from context_manager._model._errors import ContextManagerError
 
 from ._db import SIDECAR_SUFFIX, CliError
 from ._demo import run_demo
+from ._gateway import add_gateway, serve_gateway
+from ._otel import OTEL_CHOICES
 from ._run import run_session
 from ._serve import add_serve_commands, demo_then_serve
 from ._transcript import show_transcript
@@ -65,6 +67,10 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
 
 def _transcript(args: argparse.Namespace, out: TextIO) -> int:
     return show_transcript(args, out, color=_color(out))
+
+
+def _gateway(args: argparse.Namespace, out: TextIO) -> int:
+    return serve_gateway(args, out)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -119,6 +125,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--model", metavar="M", default=None, help="the model (default: claude-opus-5-5)"
     )
+    run.add_argument(
+        "--otel",
+        choices=OTEL_CHOICES,
+        default=None,
+        help="print OpenTelemetry spans and metrics with the SDK's console exporter (stderr); "
+        "without it, the standard OTEL_* variables are honoured when the SDK is installed",
+    )
     run.set_defaults(handler=_run)
 
     transcript = commands.add_parser(
@@ -163,6 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
         ", when it exists)",
     )
     transcript.set_defaults(handler=_transcript)
+    add_gateway(commands, common, _gateway)
     add_serve_commands(commands, common, demo)
     return parser
 

@@ -20,7 +20,7 @@ import attrs
 
 from context_manager._compile._strategies import Fold
 from context_manager._manager import ContextManager
-from context_manager._model._errors import BranchExists, ContextManagerError
+from context_manager._model._errors import BranchExists, CommandLineError, ContextManagerError
 from context_manager._model._head import Head
 from context_manager._model._messages import REASONING_LOSS_KIND, StoredMessage
 from context_manager._model._results import ThinkingStrip
@@ -44,6 +44,7 @@ from ._db import (
 )
 from ._follow import Follower
 from ._format import BOLD_YELLOW, clean, fold_summary, format_message, plural, style
+from ._otel import tracing_for
 
 DEFAULT_MODEL = "claude-opus-5-5"
 """The model when ``--model`` is not given (the one the SPEC's examples use)."""
@@ -211,11 +212,11 @@ class Session:
     # commands
     def _fork(self, name: str) -> None:
         if not name:
-            raise ValueError("usage: /fork NAME")
+            raise CommandLineError("usage: /fork NAME")
         try:
             self.agent.context.fork(name)
         except BranchExists as err:
-            raise ValueError(
+            raise CommandLineError(
                 f"branch {name!r} already exists; /switch {name} goes to it, or pick another "
                 f"name (/delete {name} deletes it, from another branch)"
             ) from err
@@ -223,13 +224,13 @@ class Session:
 
     def _delete(self, name: str) -> None:
         if not name:
-            raise ValueError("usage: /delete NAME")
+            raise CommandLineError("usage: /delete NAME")
         self.agent.context.delete_branch(name)
         self.say(f"deleted branch {name!r} (its messages stay stored; the name is free again)")
 
     def _switch(self, name: str) -> None:
         if not name:
-            raise ValueError("usage: /switch NAME")
+            raise CommandLineError("usage: /switch NAME")
         self.agent.context.switch_branch(name)
         self.follow.catch_up()
         self.say(f"now on branch {name!r}")
@@ -253,7 +254,7 @@ class Session:
 
     def _system(self, text: str) -> None:
         if not text:
-            raise ValueError("usage: /system TEXT")
+            raise CommandLineError("usage: /system TEXT")
         self.agent.head = attrs.evolve(self.agent.head, system=text)
         self.say("system text set")
 
@@ -308,11 +309,18 @@ def run_session(args: argparse.Namespace, out: TextIO, stdin: TextIO, *, color: 
     except BaseException:
         store.close()
         raise
+    tracing = None
     try:
+        tracing = tracing_for(getattr(args, "otel", None), os.environ)
         client, which = make_client(dict(os.environ))
         model = args.model or DEFAULT_MODEL
         head = Head(model=model, system=f"You are {name}, a resident agent.", settings=SETTINGS)
-        runtime = Runtime(client, store)
+        runtime = Runtime(
+            client,
+            store,
+            tracer_provider=tracing.tracer_provider,
+            meter_provider=tracing.meter_provider,
+        )
         agent = runtime.register(
             Agent(
                 name,
@@ -343,6 +351,8 @@ def run_session(args: argparse.Namespace, out: TextIO, stdin: TextIO, *, color: 
             runner.run(client.close())  # not after Ctrl-C: the process is ending anyway
         return 0
     finally:
+        if tracing is not None:
+            tracing.close()  # the spans still batched are exported now
         if sidecar is not None:
             sidecar.close()
         store.close()

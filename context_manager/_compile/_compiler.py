@@ -41,7 +41,7 @@ from context_manager._model._content import (
     block_to_wire,
     reply_blocks,
 )
-from context_manager._model._errors import InFlightThinkingInvalid
+from context_manager._model._errors import InFlightThinkingInvalid, InvalidType, InvalidValue
 from context_manager._model._head import Head
 from context_manager._model._log import library_logger
 from context_manager._model._messages import (
@@ -520,7 +520,7 @@ class Compiler:
             close = getattr(text, "close", None)
             if callable(close):
                 close()
-            raise TypeError(
+            raise InvalidType(
                 "the Fold summarizer is async and an event loop is running: "
                 "use `await cm.compile_async(head)`"
             )
@@ -604,6 +604,8 @@ class Compiler:
             appended=appended,
             unreadable=tuple(state.unread.values()),
             start_sequence=state.start,
+            shed=tuple(dict.fromkeys(e.message_id for e in draft.entries if e.reason == "shed")),
+            folded=len(draft.effects.fold.covered) if draft.effects.fold is not None else 0,
         )
 
     def context(
@@ -1023,21 +1025,21 @@ class Compiler:
         """
         m = self.manager
         if not isinstance(result, CompileResult):
-            raise TypeError(
+            raise InvalidType(
                 f"record_reply needs the CompileResult that produced it, got {result!r}"
             )
         if result.dry:
-            raise ValueError(
+            raise InvalidValue(
                 f"compile {result.compile_id} was a dry run; record replies against a "
                 "committing compile"
             )
         if result.manager_token != m.token:
-            raise ValueError(
+            raise InvalidValue(
                 f"compile {result.compile_id} came from another context manager; record the "
                 "reply on the manager that compiled it"
             )
         if result.branch != m.current_branch_key():
-            raise ValueError(
+            raise InvalidValue(
                 f"compile {result.compile_id} was for branch {result.branch}, but the current "
                 f"branch is {m.current_branch_key()}; switch back before recording"
             )
@@ -1084,7 +1086,7 @@ def _all_thinking_reported(message: StoredMessage, releases: Mapping[MessageId, 
 
 def _summary_text(value: object) -> str:
     if not isinstance(value, str):
-        raise TypeError(f"a Fold summarizer must return text, got {value!r}")
+        raise InvalidType(f"a Fold summarizer must return text, got {value!r}")
     return value
 
 

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from context_manager._model._content import Block
+from context_manager._model._editing import ContextEditing
 from context_manager._model._head import ThinkingBinding
 from context_manager._model._results import CompileResult
 from context_manager._reasoning._capture import ReasoningCapture
@@ -29,6 +30,7 @@ class CompileHost(Protocol):
     strategy: Strategy
     estimator: Callable[[Any], int]
     caching: Caching
+    editing: ContextEditing | None
     reasoning: ReasoningCapture | None
     token: str
 

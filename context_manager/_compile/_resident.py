@@ -27,6 +27,8 @@ from typing import Literal, ParamSpec, Protocol, TypeVar
 
 import attrs
 
+from context_manager._model._errors import InvalidValue
+
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -93,9 +95,9 @@ def set_render_cache_limit(limit_bytes: int, *, hot_bytes: int | None = None) ->
     """
     global _limit, _hot_limit
     if limit_bytes < 0:
-        raise ValueError(f"the render cache limit must be 0 or more bytes, got {limit_bytes!r}")
+        raise InvalidValue(f"the render cache limit must be 0 or more bytes, got {limit_bytes!r}")
     if hot_bytes is not None and hot_bytes < 0:
-        raise ValueError(f"the hot render bytes must be 0 or more, got {hot_bytes!r}")
+        raise InvalidValue(f"the hot render bytes must be 0 or more, got {hot_bytes!r}")
     with _lock:
         _sweep()
         _limit = limit_bytes

@@ -12,6 +12,7 @@ from context_manager._binding._chain import feed_block, is_wire_thinking, last_s
 from context_manager._model._head import Head, ThinkingBinding
 
 from ._caching import place_breakpoints
+from ._editing import finish_editing
 from ._render import RenderState, close_tool_round, system_betas
 from ._run import Draft, Run
 
@@ -36,6 +37,7 @@ def finish_request(run: Run, draft: Draft) -> Draft:
     """The request body and the chain at its end."""
     m = run.engine.manager
     body, end_chain = request_body(m.binding, draft.head, draft.state)
+    body = finish_editing(body, m.editing)
     if draft.inflight is not None:
         body["messages"][draft.inflight.index] = draft.inflight.message
     return attrs.evolve(draft, body=place_breakpoints(body, m.caching), end_chain=end_chain)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 
+from context_manager._model._errors import InvalidType, InvalidValue
 from context_manager._model._head import Head
 
 from ._run import Engine, Run
@@ -37,9 +38,9 @@ def read_branch(engine: Engine, head: Head, budget: int | None, dry_run: bool) -
         ValueError: ``budget`` is not a positive token count.
     """
     if not isinstance(head, Head):
-        raise TypeError(f"compile needs a Head, got {head!r}")
+        raise InvalidType(f"compile needs a Head, got {head!r}")
     if budget is not None and budget <= 0:
-        raise ValueError(f"budget must be a positive token count, got {budget!r}")
+        raise InvalidValue(f"budget must be a positive token count, got {budget!r}")
     m = engine.manager
     key = m.current_branch_key()
     lineage = m.lineage()

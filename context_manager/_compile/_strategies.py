@@ -12,6 +12,7 @@ from typing import Any, TypeAlias
 
 import attrs
 
+from context_manager._model._checks import attrs_count, attrs_fraction, attrs_positive_int
 from context_manager._model._messages import StoredMessage
 
 CHARS_PER_TOKEN = 4
@@ -82,10 +83,8 @@ class Window:
     inside a tool round). ``shed_thinking=False`` restores plain jumps.
     """
 
-    max_tokens: int = attrs.field(validator=attrs.validators.gt(0))
-    reanchor: float = attrs.field(
-        default=0.5, validator=[attrs.validators.gt(0.0), attrs.validators.le(1.0)]
-    )
+    max_tokens: int = attrs.field(validator=attrs_positive_int)
+    reanchor: float = attrs.field(default=0.5, validator=attrs_fraction)
     shed_thinking: bool = True
 
 
@@ -100,8 +99,8 @@ class Fold:
     """
 
     summarizer: Summarizer
-    trigger_tokens: int = attrs.field(validator=attrs.validators.gt(0))
-    keep_tokens: int = attrs.field(default=0, validator=attrs.validators.ge(0))
+    trigger_tokens: int = attrs.field(validator=attrs_positive_int)
+    keep_tokens: int = attrs.field(default=0, validator=attrs_count)
 
 
 Strategy: TypeAlias = Passthrough | Window | Fold

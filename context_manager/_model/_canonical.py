@@ -16,6 +16,8 @@ from json.encoder import (  # type: ignore[attr-defined]
 )
 from typing import Any
 
+from ._errors import InvalidValue
+
 CACHE_CONTROL_KEY = "cache_control"
 """Prompt-cache markers do not bind (vendor rule), so they never enter a digest."""
 
@@ -85,7 +87,7 @@ def canonical_json(value: Any) -> str:
     try:
         return _ENCODER.encode(strip_cache_control(value))
     except (TypeError, ValueError) as err:
-        raise ValueError(f"not JSON-serialisable: {err}") from err
+        raise InvalidValue(f"not JSON-serialisable: {err}") from err
 
 
 def digest(value: Any) -> str:

@@ -16,6 +16,8 @@ from typing import Any, TypeAlias
 import attrs
 import cattrs
 
+from ._errors import InvalidType
+
 JSON: TypeAlias = Any
 """A JSON-compatible value (the wire format)."""
 
@@ -64,7 +66,7 @@ def _tool_result_content(value: object) -> str | tuple[Block, ...] | None:
         return value
     if isinstance(value, Iterable) and not isinstance(value, Mapping | bytes | bytearray):
         return tuple(_nested_block(item) for item in value)
-    raise TypeError(f"tool result content {value!r} is neither text nor a list of blocks")
+    raise InvalidType(f"tool result content {value!r} is neither text nor a list of blocks")
 
 
 def _nested_block(item: object) -> Block:
@@ -173,7 +175,7 @@ def _structure_block(wire: Any, _: Any = None) -> Block:
             if type(call_id) is str and type(name) is str and type(arguments) is dict:
                 return ToolUseBlock(call_id, name, arguments)
     if type(wire) is not dict and not isinstance(wire, Mapping):  # dict: no ABC check
-        raise TypeError(f"content block must be a dict with a 'type', got {wire!r}")
+        raise InvalidType(f"content block must be a dict with a 'type', got {wire!r}")
     if None in wire.values():
         wire = _without_none_fields(wire)
     kind = wire.get("type")
@@ -221,7 +223,7 @@ def to_block(item: object) -> Block:
         return item  # type: ignore[return-value]
     if isinstance(item, Mapping):
         if not isinstance(item.get("type"), str):
-            raise TypeError(f"content item {item!r} has no string 'type'")
+            raise InvalidType(f"content item {item!r} has no string 'type'")
         return _structure_block(item)
     dump = getattr(item, "model_dump", None)
     if callable(dump):
@@ -230,7 +232,7 @@ def to_block(item: object) -> Block:
         wire = dump(mode="json", by_alias=True, exclude_unset=True)
         if isinstance(wire, Mapping) and isinstance(wire.get("type"), str):
             return _structure_block(wire)
-    raise TypeError(
+    raise InvalidType(
         f"content item {item!r} is neither a block, a wire dict nor an anthropic SDK block"
     )
 
@@ -247,7 +249,7 @@ def to_blocks(content: object) -> tuple[Block, ...]:
     if isinstance(content, str):
         return (TextBlock(content),)
     if isinstance(content, bytes | bytearray):
-        raise TypeError(f"content {content!r} is bytes; decode it to text or send an image block")
+        raise InvalidType(f"content {content!r} is bytes; decode it to text or send an image block")
     if isinstance(content, (*_BLOCK_CLASSES, Mapping)):
         return (to_block(content),)
     inner = getattr(content, "content", None)
@@ -255,7 +257,7 @@ def to_blocks(content: object) -> tuple[Block, ...]:
         return to_blocks(inner)
     if isinstance(content, Iterable):
         return tuple(to_block(item) for item in content)
-    raise TypeError(f"content {content!r} is not a string, a block or an iterable of blocks")
+    raise InvalidType(f"content {content!r} is not a string, a block or an iterable of blocks")
 
 
 def reply_blocks(reply: object) -> tuple[Block, ...]:
@@ -272,9 +274,9 @@ def reply_blocks(reply: object) -> tuple[Block, ...]:
         content = reply.get("content")
         if reply.get("type") == "message" or isinstance(content, list):
             if not isinstance(content, list):
-                raise TypeError(f"response body {reply!r:.120} has no content list")
+                raise InvalidType(f"response body {reply!r:.120} has no content list")
             return to_blocks(content)
-        raise TypeError(
+        raise InvalidType(
             f'reply {reply!r:.120} is not a response body (a dict with "type": "message" '
             "or a content list); pass the SDK message, the response body or its content blocks"
         )

@@ -11,9 +11,17 @@ value and say what to do instead::
     ├── BranchExists (ValueError)
     ├── BranchInUse (ValueError)
     ├── NotADatabase (ValueError)
+    ├── InvalidValue (ValueError)          an argument the library cannot use
+    │   └── InvalidBranchName (+TypeError)
+    ├── InvalidType (TypeError)            an argument of the wrong type
+    │   ├── InvalidContent (+ValueError)   a malformed block or an empty message; nothing written
+    │   └── InvalidHead (+ValueError)      a Head component of the wrong shape
+    ├── StorePathError (OSError)           a database path that is missing or is a folder
+    ├── StoreRefused (ConnectionError)     the server answered and refused (no retry helps)
     ├── OverBudget (ValueError)
     ├── SchemaTooNew (RuntimeError)
     ├── AgentNotRegistered (RuntimeError)  an agent used before ``Runtime.register``
+    ├── TelemetryUnavailable (ImportError) ``tracer_provider=`` without ``opentelemetry-api``
     └── CommandLineError (ValueError)      the command line refuses its input (exit 2)
 
 The simulator's errors (``context_manager.simulator``) have a base of their own: it is the
@@ -148,6 +156,67 @@ class CommandLineError(ContextManagerError, ValueError):
     """The command line cannot use its input (a path, a name); the message says why."""
 
 
+class InvalidValue(ContextManagerError, ValueError):
+    """An argument the library cannot use; the message names it and says what to give."""
+
+
+class InvalidType(ContextManagerError, TypeError):
+    """An argument of the wrong type; the message names it and says what to give."""
+
+
+class InvalidBranchName(InvalidValue, TypeError):
+    """A branch name that is not a non-empty string (the same check on every store)."""
+
+    def __init__(self, name: object) -> None:
+        self.name = name
+        super().__init__(f"a branch name must be a non-empty string, got {name!r}")
+
+
+class InvalidContent(InvalidType, ValueError):
+    """Content the API would refuse: a malformed block, or a message with nothing to send.
+
+    Raised before anything is written. ``where`` names the message (``"user message"``,
+    ``"reply"``), ``block`` the offending block's index (``None``: the message as a whole).
+    """
+
+    def __init__(self, where: str, block: int | None, why: str) -> None:
+        self.where = where
+        self.block = block
+        place = where if block is None else f"{where}, block {block}"
+        super().__init__(f"{place}: {why}; nothing was stored")
+
+
+class InvalidHead(InvalidType, ValueError):
+    """A ``Head`` component of the wrong shape, refused when the head is made."""
+
+    def __init__(self, component: str, value: object, expected: str) -> None:
+        self.component = component
+        self.value = value
+        super().__init__(
+            f"Head component {component!r} ({value!r:.120}) is not valid: give {expected}"
+        )
+
+
+class StorePathError(ContextManagerError, OSError):
+    """A database path that cannot hold a database: its folder is missing, or it is a folder."""
+
+    def __init__(self, path: str, why: str) -> None:
+        self.path = path
+        super().__init__(f"{path}: {why}")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class StoreRefused(ContextManagerError, ConnectionError):
+    """The database server answered and refused (no such database, a failed login) or the
+    connection string cannot be read: retrying will not help, the configuration must change."""
+
+    def __init__(self, where: str, why: str) -> None:
+        self.where = where
+        super().__init__(f"{where}: {why}; nothing was written, fix the connection settings")
+
+
 class AgentBusy(ContextManagerError, TimeoutError):
     """Another connection, process or host held the agent past the timeout.
 
@@ -186,6 +255,14 @@ class StoreUnavailable(ContextManagerError, ConnectionError):
         )
 
 
+class TelemetryUnavailable(ContextManagerError, ImportError):
+    """Tracing was asked for (``tracer_provider=``) but ``opentelemetry-api`` is not installed."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "tracer_provider= needs the OpenTelemetry API: install context-manager[otel] "
+            "(and an SDK of your choice, e.g. opentelemetry-sdk), or leave tracer_provider unset"
+        )
 class TokensFileError(ContextManagerError, ValueError):
     """The console's tokens file cannot be used; the message names the file, the line and why."""
 

@@ -14,6 +14,7 @@ from typing import Any, Literal
 import attrs
 
 from ._canonical import digest
+from ._errors import InvalidHead
 from ._readability import (
     PrefixCheck,
     Readability,
@@ -26,8 +27,19 @@ HEAD_COMPONENTS = ("system", "tools", "model", "settings")
 """The order ``ThinkingStrip.changed`` lists differing components in."""
 
 
+def _dicts(value: object, component: str, expected: str) -> tuple[dict[str, Any], ...]:
+    """A list of dicts (tool definitions, system text blocks), checked before it is copied."""
+    if isinstance(value, str | bytes | Mapping) or not isinstance(value, Sequence):
+        raise InvalidHead(component, value, expected)
+    if not all(isinstance(item, Mapping) for item in value):
+        raise InvalidHead(component, value, expected)
+    return tuple(dict(item) for item in value)
+
+
 def _tools(value: Sequence[Mapping[str, Any]] | None) -> tuple[dict[str, Any], ...]:
-    return tuple(dict(t) for t in (value or ()))
+    if value is None:
+        return ()
+    return _dicts(value, "tools", 'a list of tool definition dicts ([{"name": ..., ...}])')
 
 
 def _system(
@@ -35,11 +47,20 @@ def _system(
 ) -> str | tuple[dict[str, Any], ...] | None:
     if value is None or isinstance(value, str):
         return value
-    return tuple(dict(block) for block in value)
+    return _dicts(value, "system", 'a string or a list of text blocks ([{"type": "text", ...}])')
 
 
 def _settings(value: Mapping[str, Any] | None) -> dict[str, Any]:
-    return dict(value or {})
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidHead("settings", value, 'a dict of request fields ({"max_tokens": ...})')
+    return dict(value)
+
+
+def _model(_instance: Any, _attribute: Any, value: Any) -> None:
+    if not isinstance(value, str) or not value:
+        raise InvalidHead("model", value, 'a model id string ("claude-opus-5-5")')
 
 
 def bound_system(system: str | Sequence[Mapping[str, Any]] | None) -> Any:
@@ -74,10 +95,12 @@ class Head:
     ``metadata``, ``output_config``, ...).
 
     Raises:
-        ValueError: a component is not JSON-serialisable; the message names it.
+        InvalidHead: a component of the wrong shape (``model=123``, ``tools="read_log"``) or
+            one that is not JSON-serialisable; the message names it. It is a ``TypeError`` and
+            a ``ValueError``.
     """
 
-    model: str
+    model: str = attrs.field(validator=_model)
     system: str | tuple[dict[str, Any], ...] | None = attrs.field(default=None, converter=_system)
     tools: tuple[dict[str, Any], ...] = attrs.field(factory=tuple, converter=_tools)
     settings: dict[str, Any] = attrs.field(factory=dict, converter=_settings)
@@ -95,9 +118,7 @@ class Head:
             try:
                 out[name] = digest(values[name])
             except ValueError as err:
-                raise ValueError(
-                    f"head component {name!r} is not JSON-serialisable: {err}"
-                ) from err
+                raise InvalidHead(name, values[name], f"JSON-serialisable values ({err})") from err
         object.__setattr__(self, "digests", out)
 
     @property

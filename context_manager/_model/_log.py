@@ -4,9 +4,11 @@ Invariants: the library never configures logging and never writes to stdout. Whi
 application has not configured structlog, every event goes to the standard-library logger of the
 same name as a ``LogRecord`` whose message is the event name and whose attributes carry the
 event's fields (``record.fields`` holds them all, and each one is also set by name unless it would
-overwrite a ``LogRecord`` attribute). With no logging configuration at all, the standard library
-shows warnings and above on stderr and drops the rest. Once the application calls
-``structlog.configure``, events go through its configuration instead, fields included.
+overwrite a ``LogRecord`` attribute). With no logging configuration at all (no handler on the
+logger or above it), the standard library shows warnings and above on stderr and drops the rest;
+the message then carries the fields too (``tool_failed: agent='ada', tool='read_log' (the turn
+goes on)``, a ``note`` last in brackets), since nothing else would show them. Once the application
+calls ``structlog.configure``, events go through its configuration instead, fields included.
 """
 
 from __future__ import annotations
@@ -36,7 +38,9 @@ class LibraryLogger:
     def name(self) -> str:
         return self._name
 
-    def _emit(self, level: int, method: str, event: str, fields: dict[str, Any]) -> None:
+    def _emit(
+        self, level: int, method: str, event: str, fields: dict[str, Any], *, trace: bool = False
+    ) -> None:
         if structlog.is_configured():
             getattr(structlog.get_logger(self._name), method)(event, **fields)
             return
@@ -44,7 +48,8 @@ class LibraryLogger:
             return
         extra = {key: value for key, value in fields.items() if key not in _RESERVED}
         extra["fields"] = dict(fields)
-        self._stdlib.log(level, event, extra=extra)
+        message = event if self._stdlib.hasHandlers() else event_line(event, fields)
+        self._stdlib.log(level, message, exc_info=trace, extra=extra)
 
     def debug(self, event: str, **fields: Any) -> None:
         self._emit(logging.DEBUG, "debug", event, fields)
@@ -57,6 +62,22 @@ class LibraryLogger:
 
     def error(self, event: str, **fields: Any) -> None:
         self._emit(logging.ERROR, "error", event, fields)
+
+    def exception(self, event: str, **fields: Any) -> None:
+        """An error with the exception being handled (call it in an ``except`` block)."""
+        self._emit(logging.ERROR, "exception", event, fields, trace=True)
+
+
+def event_line(event: str, fields: dict[str, Any]) -> str:
+    """One line for an event shown with no logging configured: its fields, its ``note`` last.
+
+    >>> event_line("tool_failed", {"tool": "read_log", "note": "the turn goes on"})
+    "tool_failed: tool='read_log' (the turn goes on)"
+    """
+    shown = ", ".join(f"{key}={value!r}" for key, value in fields.items() if key != "note")
+    line = f"{event}: {shown}" if shown else event
+    note = fields.get("note")
+    return f"{line} ({note})" if note is not None else line
 
 
 def library_logger(name: str) -> LibraryLogger:

@@ -15,6 +15,7 @@ from typing import Any, Literal, TypeAlias
 import attrs
 
 from ._content import Block, block_to_wire, blocks_from_wire
+from ._errors import InvalidType, InvalidValue
 
 MessageId: TypeAlias = str
 """Unique in a store."""
@@ -29,6 +30,27 @@ HEAD_CHANGE_KIND = "head-change"
 (SPEC 7b)."""
 """``metadata.kind`` of every ``[reasoning]`` notice."""
 
+LineForm: TypeAlias = Literal["head", "count", "at_least"]
+"""The SPEC 9 forms of a ``[reasoning]`` line."""
+
+_LINE_MARKER = "[reasoning] "
+
+
+def line_form(text: str) -> LineForm | None:
+    """Which SPEC 9 form a ``[reasoning]`` line is in, or ``None`` for any other text.
+
+    >>> line_form("[reasoning] ada: Some of your earlier reasoning is no longer in your context:")
+    'count'
+    >>> line_form("hello") is None
+    True
+    """
+    if not text.startswith(_LINE_MARKER):
+        return None
+    if "the reasoning behind at least " in text:
+        return "at_least"
+    if "Some of your earlier reasoning is no longer in your context:" in text:
+        return "count"
+    return "head"
 ASKER_KEY = "asker"
 """The ``metadata.extra`` key naming who asked the turn a message belongs to (the runtime's
 ``run_turn(..., asker=...)``): the trigger, its tool results and its replies carry it. The live
@@ -89,7 +111,7 @@ def coerce_meta(metadata: MessageMeta | dict[str, Any] | None) -> MessageMeta:
             target=metadata.get("target"),
             extra=extra,
         )
-    raise TypeError(f"metadata must be a MessageMeta or a dict, got {metadata!r}")
+    raise InvalidType(f"metadata must be a MessageMeta or a dict, got {metadata!r}")
 
 
 @attrs.frozen
@@ -112,7 +134,7 @@ def check_role(role: object) -> Role:
         ValueError: naming the unknown role.
     """
     if role not in ROLES:
-        raise ValueError(f"unknown role {role!r}; expected one of {', '.join(ROLES)}")
+        raise InvalidValue(f"unknown role {role!r}; expected one of {', '.join(ROLES)}")
     return role
 
 
@@ -133,14 +155,14 @@ def encode_message(content: Sequence[Block], metadata: MessageMeta) -> tuple[str
             try:
                 json.dumps(item, allow_nan=False)
             except (TypeError, ValueError) as inner:
-                raise TypeError(
+                raise InvalidType(
                     f"content block {index} ({block!r}) is not JSON-serialisable: {inner}"
                 ) from inner
-        raise TypeError(f"content is not JSON-serialisable: {err}") from err
+        raise InvalidType(f"content is not JSON-serialisable: {err}") from err
     try:
         meta = json.dumps(metadata.to_json(), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as err:
-        raise TypeError(f"metadata {metadata!r} is not JSON-serialisable: {err}") from err
+        raise InvalidType(f"metadata {metadata!r} is not JSON-serialisable: {err}") from err
     return text, meta
 
 

@@ -54,10 +54,32 @@ def parse_model(model: str) -> ModelName | None:
 def same_model(a: str, b: str) -> bool:
     """True when two ids name the same model (a dated id equals its alias).
 
+    Both id forms count: ``claude-opus-5-5`` and its dated id, and the older form with the
+    version first, whose alias ends ``-latest`` (``claude-3-5-haiku-latest`` is
+    ``claude-3-5-haiku-20241022``).
+
     >>> same_model("claude-opus-5-5-20260901", "claude-opus-5-5")
     True
+    >>> same_model("claude-3-5-haiku-latest", "claude-3-5-haiku-20241022")
+    True
+    >>> same_model("claude-3-5-haiku-latest", "claude-3-5-sonnet-20241022")
+    False
     """
-    return a == b or (parse_model(a) is not None and parse_model(a) == parse_model(b))
+    if a == b:
+        return True
+    identity = _identity(a)
+    return identity is not None and identity == _identity(b)
+
+
+def _identity(model: str) -> tuple[str, ModelName] | None:
+    """The model an id names, whichever form it is in (``None``: an id that does not parse)."""
+    name = parse_model(model)
+    if name is not None:
+        return ("current", name)
+    legacy = _LEGACY_ID.fullmatch(model)
+    if legacy is None:
+        return None
+    return ("legacy", ModelName(legacy[3], (int(legacy[1]), int(legacy[2] or 0))))
 
 
 def documented_readability(reader: str, producer: str) -> bool:

@@ -101,3 +101,11 @@ class CompileResult:
     they stay in the request so that the blocks made meanwhile stay valid and a switch back to a
     model that reads them reads them all (provider rule 8). The strip reports them as a ``head``
     loss (``model``); ``place_drops`` expects their drops and does not count them."""
+    shed: tuple[MessageId, ...] = ()
+    """Stored reply ids whose thinking this compile shed (released, oldest first) to fit its
+    budget or window (SPEC 7, shedding); empty when it shed nothing."""
+    folded: int = 0
+    """How many stored messages this compile's fold replaced with a summary (0: no fold)."""
+    compacted: bool = False
+    """The request is the first sent after a compaction: telemetry sets
+    ``gen_ai.conversation.compacted`` on its call (whatever builds compaction sets this)."""

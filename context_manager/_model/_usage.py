@@ -13,6 +13,8 @@ from typing import Any
 
 import attrs
 
+from ._editing import editing_extra
+
 USAGE_KEY = "usage"
 """The ``metadata.extra`` key a recorded reply's usage is kept under."""
 
@@ -102,6 +104,8 @@ def usage_of(message: object) -> CallUsage | None:
 
 
 def reply_extra(message: object) -> dict[str, Any]:
-    """The ``metadata.extra`` a recorded reply gets: its call's usage, when reported."""
+    """The ``metadata.extra`` a recorded reply gets: its call's usage and its applied context
+    edits (``_editing.EDITING_KEY``), when reported."""
     usage = usage_of(message)
-    return {USAGE_KEY: usage.to_json()} if usage is not None else {}
+    extra = {USAGE_KEY: usage.to_json()} if usage is not None else {}
+    return {**extra, **editing_extra(message)}

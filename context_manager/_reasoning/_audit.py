@@ -13,6 +13,7 @@ from typing import Literal, NoReturn, Protocol, TypeAlias
 import attrs
 
 from context_manager._model._content import RedactedThinkingBlock, ThinkingBlock
+from context_manager._model._errors import InvalidType, InvalidValue
 from context_manager._model._messages import MessageId, StoredMessage
 
 from ._capture import ReasoningCapture, ReasoningKind, reasoning_record, text_digest
@@ -69,7 +70,7 @@ class UntrustedText:
         self._refuse()
 
     def _refuse(self) -> NoReturn:
-        raise TypeError(
+        raise InvalidType(
             f"refusing to turn reasoning from {self.origin} into a string implicitly: it is "
             "untrusted model output; read `.value` deliberately where you mean to"
         )
@@ -155,9 +156,9 @@ def read_reasoning(
     """
     for name, bound in (("max_parts", max_parts), ("max_bytes", max_bytes)):
         if isinstance(bound, bool) or not isinstance(bound, int) or bound <= 0:
-            raise ValueError(f"{name} must be a positive integer, got {bound!r}")
+            raise InvalidValue(f"{name} must be a positive integer, got {bound!r}")
     if message_id is not None and since is not None:
-        raise ValueError("give message_id or since, not both")
+        raise InvalidValue("give message_id or since, not both")
     store = cm.reasoning.store if isinstance(cm.reasoning, ReasoningCapture) else None
     parts: list[ReasoningPart] = []
     used = 0
@@ -240,7 +241,7 @@ def _read_part(
         return ReasoningPart(message.id, index, kind, "digest-mismatch", None, size=size)
     digest = recorded
     if store is None:
-        raise ValueError(
+        raise InvalidValue(
             f"reply {message.id!r} has reasoning captured to a sidecar, but this context manager "
             "has none; open it with reasoning=ReasoningCapture(SQLiteReasoningStore(path))"
         )

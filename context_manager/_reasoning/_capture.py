@@ -15,6 +15,7 @@ from typing import Any, Literal, TypeAlias
 import attrs
 
 from context_manager._model._content import Block, RedactedThinkingBlock, ThinkingBlock
+from context_manager._model._errors import InvalidValue
 from context_manager._model._head import Head
 from context_manager._model._log import library_logger
 from context_manager._model._results import CompileResult
@@ -64,7 +65,7 @@ def _without_record(extra: Mapping[str, Any]) -> dict[str, Any]:
 
 def _check_mode(_: object, __: object, value: object) -> None:
     if value is not True and value is not False and value != "drop":
-        raise ValueError(f"capture must be True, False or 'drop', got {value!r}")
+        raise InvalidValue(f"capture must be True, False or 'drop', got {value!r}")
 
 
 def _display_of(result: CompileResult) -> object:
@@ -99,7 +100,7 @@ class ReasoningCapture:
 
     def __attrs_post_init__(self) -> None:
         if self.mode is True and self.store is None:
-            raise ValueError(
+            raise InvalidValue(
                 "ReasoningCapture(capture=True) needs a store to capture into; pass "
                 "SQLiteReasoningStore(path), or capture=False to keep text inline"
             )

@@ -19,6 +19,7 @@ from typing import Protocol, runtime_checkable
 
 import attrs
 
+from context_manager._model._errors import InvalidValue
 from context_manager._model._log import library_logger
 from context_manager._store._sqlite_file import connect, open_versioned, transaction
 
@@ -93,7 +94,7 @@ def open_envelope(ref: str, envelope: bytes, namespace: str) -> str | None:
 
 def _check_time(before: dt.datetime) -> int:
     if not isinstance(before, dt.datetime) or before.tzinfo is None:
-        raise ValueError(
+        raise InvalidValue(
             f"erase_before needs a timezone-aware datetime, got {before!r}; "
             "use e.g. datetime.now(UTC) - timedelta(days=30)"
         )

@@ -27,7 +27,7 @@ from typing import Any
 
 import attrs
 
-from context_manager._model._errors import AgentBusy
+from context_manager._model._errors import AgentBusy, InvalidValue
 from context_manager._model._log import library_logger
 
 try:
@@ -81,7 +81,7 @@ class Hold(abc.ABC):
 
     def __init__(self, owner: object, namespace: str, timeout: float, holder: str) -> None:
         if timeout < 0:
-            raise ValueError(f"a hold timeout is seconds, at least 0; got {timeout!r}")
+            raise InvalidValue(f"a hold timeout is seconds, at least 0; got {timeout!r}")
         self.namespace = namespace
         self.timeout = float(timeout)
         self.holder = holder

@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 from sortedcontainers import SortedDict, SortedList
 
+from context_manager._model._checks import check_branch_name
 from context_manager._model._content import Block
 from context_manager._model._errors import BranchExists, BranchNotFound, MessageNotFound
 from context_manager._model._messages import (
@@ -121,6 +122,7 @@ class MemoryStore:
         parent: str | None = None,
         fork_sequence: int | None = None,
     ) -> BranchRecord:
+        check_branch_name(name)
         with self._lock:
             space = self._space(namespace)
             if any(b.ref.name == name for b in space.branches.values() if not b.deleted):

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from context_manager._model._checks import check_branch_name
 from context_manager._model._content import Block, blocks_from_wire
 from context_manager._model._errors import (
     AgentBusy,
@@ -347,6 +348,7 @@ class PostgresStore:
         parent: str | None = None,
         fork_sequence: int | None = None,
     ) -> BranchRecord:
+        check_branch_name(name)
         with self._write(namespace) as conn:
             taken = conn.execute(
                 "SELECT 1 FROM branches WHERE ns = %s AND name = %s AND NOT deleted",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable
 
+from context_manager._model._errors import InvalidValue
 from context_manager._model._messages import StoredMessage
 
 
@@ -20,7 +21,7 @@ def check_limit(limit: int | None) -> None:
         ValueError: naming the limit.
     """
     if limit is not None and limit < 0:
-        raise ValueError(f"limit must be None or at least 0, got {limit!r}")
+        raise InvalidValue(f"limit must be None or at least 0, got {limit!r}")
 
 
 def select_window(

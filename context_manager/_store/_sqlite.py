@@ -18,6 +18,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from context_manager._model._checks import check_branch_name
 from context_manager._model._content import Block, blocks_from_wire
 from context_manager._model._errors import BranchExists, BranchNotFound, MessageNotFound
 from context_manager._model._log import library_logger
@@ -241,6 +242,7 @@ class SQLiteStore:
         parent: str | None = None,
         fork_sequence: int | None = None,
     ) -> BranchRecord:
+        check_branch_name(name)
         with self._transaction() as db:
             taken = db.execute(
                 "SELECT 1 FROM branches WHERE ns = ? AND name = ? AND deleted = 0",

@@ -25,7 +25,8 @@ from context_manager._compile._fold import SUMMARY_KIND
 from context_manager._compile._strategies import Passthrough, Strategy
 from context_manager._manager import ContextManager
 from context_manager._model._content import TextBlock, ToolResultBlock, ToolUseBlock, to_blocks
-from context_manager._model._errors import AgentNotRegistered
+from context_manager._model._editing import ContextEditing
+from context_manager._model._errors import AgentNotRegistered, InvalidValue
 from context_manager._model._head import Head, ThinkingBinding
 from context_manager._model._log import library_logger
 from context_manager._model._messages import (
@@ -109,6 +110,8 @@ class Agent:
     binding: ThinkingBinding = attrs.field(factory=ThinkingBinding)
     strategy: Strategy = attrs.field(factory=Passthrough)
     reasoning: ReasoningCapture | Literal[False] | None = None
+    editing: ContextEditing | None = None
+    """Server-side context editing for the agent's requests (``ContextEditing``), or ``None``."""
     on_reasoning: ReasoningSink | None = attrs.field(default=None, kw_only=True)
     live: ReasoningHub = attrs.field(init=False, repr=False)
     """The agent's live reasoning hub (``ReasoningHub``): its buffer, sink and subscribers."""
@@ -317,7 +320,7 @@ class Agent:
         """
         blocks = to_blocks(trigger)
         if all(isinstance(b, TextBlock) and not b.text.strip() for b in blocks):
-            raise ValueError(
+            raise InvalidValue(
                 f"blank trigger {trigger!r}: a turn needs a user message with some text or "
                 "content; nothing was stored"
             )
@@ -327,7 +330,7 @@ class Agent:
                 held = self._store_held()
                 self._close_cut_round(_unanswered(self._recent_tail()))
                 self.context.add_message("user", blocks, metadata=self._asked())
-                return await self._loop(held)
+                return await self._traced(held)
             finally:
                 self._close()
 
@@ -350,7 +353,7 @@ class Agent:
                 self._close_cut_round(open_calls)
                 if open_calls:
                     log.warning("turn_resumed", agent=self.name, rolled_back=len(open_calls))
-                return await self._loop(self._store_held())
+                return await self._traced(self._store_held())
             finally:
                 self._close()
 
@@ -430,6 +433,20 @@ class Agent:
         except Exception:  # the store is failing: hold the notices rather than lose them
             return True
 
+    async def _traced(self, stored: list[MessageId]) -> TurnResult:
+        """``_loop`` inside the turn's ``invoke_agent`` span (telemetry off: just ``_loop``)."""
+        cm = self.context
+        with cm.telemetry.turn(self.name, cm.namespace, cm.current_branch_key()):
+            return await self._loop(stored)
+
+    async def _run_tool(self, use: ToolUseBlock, offered: frozenset[str] | None) -> ToolResultBlock:
+        """One tool run inside its ``execute_tool`` span."""
+        telemetry = self.context.telemetry
+        with telemetry.tool(use) as span:
+            result = await run_tool(self.tools, use, offered)
+            telemetry.tool_done(span, result)
+            return result
+
     async def _loop(self, stored: list[MessageId]) -> TurnResult:
         """Call the model until it stops calling tools; ``stored`` are the notices the turn
         already stored as it opened (lines held from outside a turn)."""
@@ -443,16 +460,18 @@ class Agent:
         for _ in range(MAX_CALLS_PER_TURN):
             result = await cm.compile_async(self.head)
             changes.extend(result.appended)
-            message, reply = await self._call(result)
-            replies.append(reply)
-            usage.append(self._log_usage(message, result))
-            self._tell_drops(message, result)
+            with cm.telemetry.call(result) as call:  # the call's chat span, drops included
+                message, reply = await self._call(result)
+                call.answered(message, self.name)
+                replies.append(reply)
+                usage.append(self._log_usage(message, result))
+                self._tell_drops(message, result)
             stop_reason = getattr(message, "stop_reason", None)
             uses = [b for b in to_blocks(message) if isinstance(b, ToolUseBlock)]
             if not uses:
                 break
             offered = _offered(self.head)
-            results = [await run_tool(self.tools, use, offered) for use in uses]
+            results = [await self._run_tool(use, offered) for use in uses]
             calls.extend(
                 ToolCall(u.id, u.name, dict(u.input), bool(r.is_error))
                 for u, r in zip(uses, results, strict=True)

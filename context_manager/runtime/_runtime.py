@@ -11,23 +11,28 @@ import contextlib
 import os
 import uuid
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 import anthropic
 
-from context_manager._manager import ContextManager
-from context_manager._model._errors import AgentNotFound
+from context_manager._manager import ContextManager, TracerProviderOption
+from context_manager._model._errors import AgentNotFound, InvalidValue
 from context_manager._model._log import library_logger
 from context_manager._model._messages import MessageId, StoredMessage
 from context_manager._model._results import ThinkingStrip
 from context_manager._reasoning._capture import warn_if_reasoning_unconfigured
 from context_manager._store._postgres import PostgresStore
 from context_manager._store._protocol import Store
+from context_manager._telemetry import telemetry_for
 from context_manager.web import LOOPBACK, Access, CallbackSource, ConsoleServer, create_app
 from notices import ReasoningLossTeller
 
 from ._agent import Agent
 from ._calls import RetryPolicy
 from ._publish import ReasoningPublisher
+
+if TYPE_CHECKING:
+    from opentelemetry.metrics import MeterProvider
 
 log = library_logger("context_manager.runtime")
 
@@ -42,9 +47,9 @@ def check_agent_name(name: object) -> str:
         ValueError: naming what is wrong.
     """
     if not isinstance(name, str) or not 1 <= len(name) <= AGENT_NAME_MAX:
-        raise ValueError(f"agent name must be 1-{AGENT_NAME_MAX} characters, got {name!r}")
+        raise InvalidValue(f"agent name must be 1-{AGENT_NAME_MAX} characters, got {name!r}")
     if not name.isprintable() or name != name.strip():
-        raise ValueError(
+        raise InvalidValue(
             f"agent name {name!r} has control characters or edge whitespace; use printable text"
         )
     return name
@@ -57,6 +62,13 @@ class Runtime:
     agent, in this process or on another host, waits up to ``hold_timeout`` seconds (``None``:
     the store's default) and then raises ``AgentBusy`` naming the holder; ``holder`` labels this
     runtime's holds (reported as ``LABEL@HOST:PID``).
+
+    ``tracer_provider`` turns on OpenTelemetry for every agent (``docs/tracing.md``): an
+    ``invoke_agent`` span per turn, a ``chat`` span per model call, an ``execute_tool`` span per
+    tool run, a ``compile`` span per compile, ``context_manager.*`` events and the GenAI
+    metrics (to ``meter_provider``, default the global one). ``True`` uses the application's
+    global provider; unset, nothing is recorded. Raises ``TelemetryUnavailable`` when it is set
+    and ``opentelemetry-api`` is not installed.
     """
 
     def __init__(
@@ -68,6 +80,8 @@ class Runtime:
         retry: RetryPolicy | None = None,
         hold_timeout: float | None = None,
         holder: str | None = None,
+        tracer_provider: TracerProviderOption = None,
+        meter_provider: MeterProvider | None = None,
     ) -> None:
         self.client = client
         self.store = store
@@ -75,6 +89,8 @@ class Runtime:
         self.hold_timeout = hold_timeout
         self.holder = holder
         self._agents: dict[str, Agent] = {}
+        self.telemetry = telemetry_for(tracer_provider, meter_provider)
+        """The spans, events and metrics every agent's context shares (off by default)."""
         self._serving = 0
         self.teller = teller if teller is not None else ReasoningLossTeller(self._reader)
 
@@ -92,7 +108,7 @@ class Runtime:
         """
         check_agent_name(agent.name)
         if agent.name in self._agents:
-            raise ValueError(f"an agent named {agent.name!r} is already registered")
+            raise InvalidValue(f"an agent named {agent.name!r} is already registered")
         self._attach(agent, agent.name, self.teller)
         self._agents[agent.name] = agent
         if self._serving:
@@ -106,6 +122,8 @@ class Runtime:
             binding=agent.binding,
             strategy=agent.strategy,
             reasoning=agent.reasoning or None,
+            tracer_provider=self.telemetry,
+            editing=agent.editing,
         )
         agent.attach(
             self.client,

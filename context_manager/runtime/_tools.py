@@ -22,6 +22,7 @@ from context_manager._model._content import (
     ToolUseBlock,
     to_block,
 )
+from context_manager._model._errors import InvalidType
 from context_manager._model._log import library_logger
 
 log = library_logger("context_manager.runtime")
@@ -98,4 +99,4 @@ def _content(value: Any) -> str | tuple[Block, ...]:
             return blocks
     if isinstance(value, dict | list | tuple | int | float | bool):
         return json.dumps(value, ensure_ascii=False)
-    raise TypeError(f"{type(value).__name__} is neither text, blocks nor JSON")
+    raise InvalidType(f"{type(value).__name__} is neither text, blocks nor JSON")

@@ -20,6 +20,8 @@ from ._api import (
     THINKING_MISMATCH_ALLOWED,
     TOOL_CHANGES_BETA,
 )
+from ._compaction import COMPACTION_BETA
+from ._editing import CLEARED_RESULT, EDITING_BETA, THRESHOLD_BETA
 from ._errors import InvalidRequest, NotFound, ScriptFailed, SimulatedApiError
 from ._models import (
     SYSTEM_MESSAGE_MODELS,
@@ -31,15 +33,21 @@ from ._models import (
 from ._reply import Script, default_script
 from ._server import SimulatorServer
 from ._simulator import BASE_URL, DEFAULT_KEY, DEFAULT_ORGANIZATION, Call, Simulator
+from ._summarize import COMPACTION_MODELS
 from ._transport import SimulatorTransport
 from ._verify import BlockCheck
+from ._wire import SignedBlock
 
 __all__ = [
     "BASE_URL",
     "BINDING_BETA",
+    "CLEARED_RESULT",
+    "COMPACTION_BETA",
+    "COMPACTION_MODELS",
     "DEFAULT_KEY",
     "DEFAULT_ORGANIZATION",
     "DROP_REASONS",
+    "EDITING_BETA",
     "END_USER_MISMATCH",
     "INLINE_TOOLS_BETA",
     "MODEL_MISMATCH",
@@ -50,6 +58,7 @@ __all__ = [
     "SYSTEM_MESSAGE_MODELS",
     "THINKING_DROPPED",
     "THINKING_MISMATCH_ALLOWED",
+    "THRESHOLD_BETA",
     "TOOL_CHANGES_BETA",
     "BlockCheck",
     "Call",
@@ -59,6 +68,7 @@ __all__ = [
     "Readability",
     "Script",
     "ScriptFailed",
+    "SignedBlock",
     "SimulatedApiError",
     "Simulator",
     "SimulatorServer",

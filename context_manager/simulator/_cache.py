@@ -27,6 +27,8 @@ from typing import Any, Protocol
 
 import attrs
 
+from context_manager import InvalidValue
+
 from ._errors import InvalidRequest
 
 CACHE_CONTROL = "cache_control"
@@ -107,7 +109,7 @@ def check_markers(body: Mapping[str, Any]) -> None:
     found: list[tuple[str, Mapping[str, Any]]] = []
 
     def take(path: str, holder: Any) -> None:
-        if not isinstance(holder, Mapping) or CACHE_CONTROL not in holder:
+        if not isinstance(holder, Mapping) or holder.get(CACHE_CONTROL) is None:
             return
         marker = holder[CACHE_CONTROL]
         if (
@@ -185,7 +187,7 @@ class PromptCache:
         capacity: int = DEFAULT_CAPACITY,
     ) -> None:
         if min_tokens < 0 or capacity < 1:
-            raise ValueError("min_tokens must be >= 0 and capacity >= 1")
+            raise InvalidValue("min_tokens must be >= 0 and capacity >= 1")
         self.clock = clock
         self.min_tokens = min_tokens
         self.capacity = capacity

@@ -14,6 +14,8 @@ import json
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+from context_manager import InvalidValue
+
 CACHE_CONTROL_KEY = "cache_control"
 """Prompt-cache markers do not bind (provider rule 2), so they never enter a digest."""
 
@@ -48,7 +50,7 @@ def canonical_json(value: Any) -> str:
             strip_cache_control(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False
         )
     except (TypeError, ValueError) as err:
-        raise ValueError(f"not JSON-serialisable: {err}") from err
+        raise InvalidValue(f"not JSON-serialisable: {err}") from err
 
 
 def digest(value: Any) -> str:

@@ -24,6 +24,7 @@ from anthropic.types.beta.message_count_tokens_params import MessageCountTokensP
 
 from ._cache import CACHE_CONTROL
 from ._canon import canonical_json, normalize_block, normalize_content, normalize_system
+from ._editing import apply_edits, parse_edits
 from ._errors import InvalidRequest
 from ._validate import validate_request
 from ._verify import Verifier, behavior, walk
@@ -162,10 +163,12 @@ def answer_count(
     """The ``count_tokens`` answer: the request validated and its thinking checked as a call's.
 
     The binding check runs as for ``POST /v1/messages`` (the provider's Preserved thinking
-    page): in error mode a failing block is the same 400; blocks a drop-mode call would remove
-    are not counted. Fault knobs are never consumed (they belong to calls).
-    ``check_issued(body)`` runs after validation (the simulator's open-tool-loop check,
-    provider rule 6).
+    page): in error mode a
+    failing block is the same 400; blocks a drop-mode call would remove are not counted. Fault
+    knobs are never consumed (they belong to calls). ``check_issued(body)`` runs after
+    validation (the simulator's open-tool-loop check, provider rule 6). ``compaction`` is accepted
+    and ignored (the count is for ``messages`` as sent); with ``context_management`` the count
+    is of the edited request and ``context_management.original_input_tokens`` of the one sent.
 
     Raises:
         InvalidRequest: a field ``count_tokens`` does not take, or anything a call would refuse.
@@ -175,5 +178,12 @@ def answer_count(
             raise InvalidRequest(f"{name}: Extra inputs are not permitted")
     validate_request({**body, "max_tokens": COUNT_PROBE_MAX_TOKENS}, betas, system_message_models)
     check_issued(body)
+    edits = parse_edits(body, betas)
     walked = walk(verifier, body, mode=behavior(body, enforced=enforced))
-    return {"input_tokens": count_input(body, walked.messages)}
+    if not edits:
+        return {"input_tokens": count_input(body, walked.messages)}
+    edited = apply_edits(edits, walked.messages, lambda messages: count_input(body, messages))
+    return {
+        "input_tokens": count_input(body, edited.messages),
+        "context_management": {"original_input_tokens": edited.original_tokens},
+    }

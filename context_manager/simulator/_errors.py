@@ -23,25 +23,32 @@ class SimulatedApiError(ContextManagerError):
         message: the API's ``error.message``.
     """
 
-    def __init__(self, status: int, error_type: str, message: str) -> None:
+    def __init__(
+        self, status: int, error_type: str, message: str, *, error_code: str | None = None
+    ) -> None:
         self.status = status
         self.error_type = error_type
         self.message = message
+        self.error_code = error_code
         super().__init__(f"{status} {error_type}: {message}")
 
     def body(self) -> dict[str, Any]:
-        """The API's error body for this error."""
-        return {"type": "error", "error": {"type": self.error_type, "message": self.message}}
+        """The API's error body for this error (``error.details.error_code`` when it has one)."""
+        error: dict[str, Any] = {"type": self.error_type, "message": self.message}
+        if self.error_code is not None:
+            error["details"] = {"error_code": self.error_code}
+        return {"type": "error", "error": error}
 
 
 class InvalidRequest(SimulatedApiError, ValueError):
     """The request is one the real API refuses with a 400 ``invalid_request_error``.
 
-    The message names the offending place (``messages.1.content.0: ...``) as the API does.
+    The message names the offending place (``messages.1.content.0: ...``) as the API does;
+    ``error_code`` (``compaction_block_misplaced``, ...) is ``error.details.error_code``.
     """
 
-    def __init__(self, message: str) -> None:
-        super().__init__(400, "invalid_request_error", message)
+    def __init__(self, message: str, *, error_code: str | None = None) -> None:
+        super().__init__(400, "invalid_request_error", message, error_code=error_code)
 
 
 class NotFound(SimulatedApiError, LookupError):

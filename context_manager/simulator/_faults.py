@@ -1,7 +1,8 @@
 """Fault knobs for tests: queued failures, forced drops and raw report entries for coming calls.
 
 Not thread-safe on its own: ``Simulator`` holds its lock around every use. Invariant (``_check``):
-every queued failure status is one of ``FAILURES``; every forced reason is a known drop reason.
+every queued failure status is one of ``FAILURES``; every forced reason is a known drop reason;
+every queued compaction outcome is one ``_summarize.OUTCOMES`` names.
 """
 
 from __future__ import annotations
@@ -13,9 +14,12 @@ from typing import Any
 
 import attrs
 
+from context_manager import InvalidValue
+
 from ._api import DROP_REASONS
 from ._errors import SimulatedApiError
 from ._respond import CallKnobs
+from ._summarize import check_outcome
 from ._verify import BlockPredicate, ForcedDrop
 
 FAILURES = {
@@ -38,7 +42,7 @@ def parse_path(path: str | tuple[int, int]) -> tuple[int, int]:
         return path
     if isinstance(path, str) and (match := _PATH.fullmatch(path)):
         return int(match[1]), int(match[2])
-    raise ValueError(f"path {path!r} is neither 'messages.I.content.J' nor an (i, j) pair")
+    raise InvalidValue(f"path {path!r} is neither 'messages.I.content.J' nor an (i, j) pair")
 
 
 @attrs.define
@@ -48,6 +52,21 @@ class Faults:
     failures: deque[int] = attrs.field(factory=deque)
     forced: list[ForcedDrop] = attrs.field(factory=list)
     extra: list[Any] = attrs.field(factory=list)
+    compactions: deque[str] = attrs.field(factory=deque)
+
+    def fail_compactions(self, n: int, outcome: str) -> None:
+        """Queue ``n`` failed compaction requests ending with ``outcome``.
+
+        Raises:
+            ValueError: ``n`` is negative or ``outcome`` is not a scripted compaction failure.
+        """
+        if n < 0:
+            raise ValueError(f"n must be at least 0, got {n}")
+        self.compactions.extend([check_outcome(outcome)] * n)
+
+    def take_compaction_outcome(self) -> str | None:
+        """The next queued compaction failure, removed from the queue, or ``None``."""
+        return self.compactions.popleft() if self.compactions else None
 
     def fail(self, n: int, status: int) -> None:
         """Queue ``n`` failures with ``status``.
@@ -57,9 +76,9 @@ class Faults:
         """
         if status not in FAILURES:
             known = ", ".join(str(s) for s in FAILURES)
-            raise ValueError(f"status {status} cannot be simulated; use one of {known}")
+            raise InvalidValue(f"status {status} cannot be simulated; use one of {known}")
         if n < 0:
-            raise ValueError(f"n must be at least 0, got {n}")
+            raise InvalidValue(f"n must be at least 0, got {n}")
         self.failures.extend([status] * n)
 
     def take_failure(self) -> SimulatedApiError | None:
@@ -82,7 +101,7 @@ class Faults:
             ValueError: ``reason`` is not a drop reason, or a path is malformed.
         """
         if reason not in DROP_REASONS:
-            raise ValueError(f"reason {reason!r} is not one of {', '.join(DROP_REASONS)}")
+            raise InvalidValue(f"reason {reason!r} is not one of {', '.join(DROP_REASONS)}")
         parsed = None if paths is None else frozenset(parse_path(p) for p in paths)
         self.forced.append(ForcedDrop(reason, parsed, predicate))
 
@@ -100,3 +119,4 @@ class Faults:
     def _check(self) -> None:
         assert all(status in FAILURES for status in self.failures)
         assert all(drop.reason in DROP_REASONS for drop in self.forced)
+        assert all(check_outcome(outcome) for outcome in self.compactions)

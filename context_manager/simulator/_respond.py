@@ -16,6 +16,7 @@ import attrs
 
 from ._api import BINDING_BETA, THINKING_DROPPED, THINKING_MISMATCH_ALLOWED
 from ._count import count_input
+from ._editing import apply_edits, parse_edits
 from ._reply import (
     Script,
     display_omitted,
@@ -40,12 +41,14 @@ class CallKnobs:
 
 @attrs.frozen
 class Answer:
-    """A reply message, the walk that produced its view of the request, and the names of tools
-    the reply called that were not offered (removed by a ``tool_removal``, or never added)."""
+    """A reply message, the walk that produced its view of the request, the names of tools
+    the reply called that were not offered (removed by a ``tool_removal``, or never added), and
+    the messages as the model saw them (the walk's, after any context editing)."""
 
     message: dict[str, Any]
     walk: Walk
     unoffered_calls: tuple[str, ...] = ()
+    view: list[dict[str, Any]] = attrs.field(factory=list)
 
 
 def transformations(walked: Walk) -> list[dict[str, Any]]:
@@ -87,9 +90,11 @@ def answer(
         InvalidRequest: a signature is invalid, or error mode meets a failing block.
         ScriptFailed: the script raised or answered something that is not content.
     """
+    edits = parse_edits(body, betas)
     walked = walk(verifier, body, mode=behavior(body, enforced=enforced), forced=knobs.forced)
+    edited = apply_edits(edits, walked.messages, lambda messages: count_input(body, messages))
     tools = offered_tools(body)
-    seen = {**body, "messages": walked.messages, "tools": tools.offered()}
+    seen = {**body, "messages": edited.messages, "tools": tools.offered()}
     blocks = run_script(script, seen, new_id)
     if not thinking_on(body):
         blocks = [block for block in blocks if not is_signed(block)]
@@ -109,12 +114,14 @@ def answer(
         message_id=new_id("msg"),
         model=str(body["model"]),
         content=content,
-        usage_in=count_input(body, walked.messages),
+        usage_in=count_input(body, edited.messages),
         transformations=report,
     )
+    if edits:
+        message["context_management"] = {"applied_edits": edited.applied}
     unoffered = tuple(
         str(block.get("name"))
         for block in content
         if block.get("type") == "tool_use" and block.get("name") not in tools.active
     )
-    return Answer(message, walked, unoffered)
+    return Answer(message, walked, unoffered, edited.messages)

@@ -15,12 +15,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
-import structlog
+from context_manager import InvalidValue, library_logger
 
 from ._http import lower_headers
 from ._transport import Handler
 
-logger = structlog.get_logger("context_manager.simulator")
+# The library's public logger (stdlib-bridged: silent unless the application asks, never on
+# stdout); the simulator shares no code with the layers it checks, only public names.
+logger = library_logger("context_manager.simulator")
 
 STOP_TIMEOUT_SECONDS = 5.0
 """How long ``stop()`` waits for the serving thread; it ends within one poll interval normally."""
@@ -43,7 +45,7 @@ def loopback_address(host: str) -> str:
     except ValueError:
         address = None
     if address is None or not address.is_loopback:
-        raise ValueError(
+        raise InvalidValue(
             f"the simulator binds only to loopback; {host!r} is not a loopback address "
             "(use 127.0.0.1 or ::1)"
         )

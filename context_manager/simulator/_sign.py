@@ -20,6 +20,8 @@ import secrets
 
 import attrs
 
+from context_manager import InvalidValue
+
 from ._canon import canonical_json
 
 MAGIC = b"cmsim"
@@ -84,7 +86,7 @@ class Payload:
 def _name(value: str) -> bytes:
     raw = value.encode()
     if len(raw) > MAX_NAME_BYTES:
-        raise ValueError(f"name {value[:40]!r}... is longer than {MAX_NAME_BYTES} bytes")
+        raise InvalidValue(f"name {value[:40]!r}... is longer than {MAX_NAME_BYTES} bytes")
     return bytes([len(raw)]) + raw
 
 
@@ -139,7 +141,7 @@ def sign(
     """
     nonce = secrets.token_bytes(NONCE_BYTES) if nonce is None else nonce
     if len(nonce) != NONCE_BYTES:
-        raise ValueError(f"nonce must be {NONCE_BYTES} bytes, got {len(nonce)}")
+        raise InvalidValue(f"nonce must be {NONCE_BYTES} bytes, got {len(nonce)}")
     payload = Payload(
         nonce,
         binding.predecessor,

@@ -18,15 +18,18 @@ from typing import Any
 import anthropic
 import attrs
 import httpx2
-import structlog
 
-from ._api import DROP_MODE, MESSAGES_PATH, PREFIX_MISMATCH, SIGNED_TYPES
+from context_manager import InvalidValue, library_logger
+
+from ._api import BINDING_BETA, DROP_MODE, MESSAGES_PATH, PREFIX_MISMATCH, SIGNED_TYPES
 from ._cache import DEFAULT_MIN_TOKENS, PromptCache
-from ._count import COUNT_PATH, answer_count, items
+from ._compaction import CompactionLedger
+from ._count import COUNT_PATH, answer_count, count_input, items
 from ._errors import InvalidRequest, NotFound, SimulatedApiError
 from ._faults import Faults
 from ._http import VERSION_HEADER, HttpReply, betas_of, error_reply, json_reply, sse_reply
 from ._intake import new_id, parse_body, split_betas
+from ._limits import DEFAULT_CONTEXT_WINDOW, check_model, check_window
 from ._loop import IssuedReplies
 from ._models import (
     SYSTEM_MESSAGE_MODELS,
@@ -36,14 +39,25 @@ from ._models import (
     documented_readability,
 )
 from ._reply import Script, default_script
-from ._respond import answer
+from ._respond import answer, transformations
 from ._server import SimulatorServer
+from ._summarize import COMPACTION_MODELS, check_request, compaction_reply
 from ._transport import SimulatorTransport
 from ._validate import validate_request
-from ._verify import BlockCheck, BlockPredicate, Verifier, content_blocks, walk
-from ._wire import to_wire
+from ._verify import (
+    BlockCheck,
+    BlockPredicate,
+    ForcedDrop,
+    Verifier,
+    behavior,
+    content_blocks,
+    walk,
+)
+from ._wire import SignedBlock, to_wire
 
-logger = structlog.get_logger("context_manager.simulator")
+# The library's public logger (stdlib-bridged: silent unless the application asks, never on
+# stdout); the simulator shares no code with the layers it checks, only public names.
+logger = library_logger("context_manager.simulator")
 
 DEFAULT_KEY = b"context-manager-simulator-key-v1"
 """The key when none is given: fixed, so separate simulators (and processes) read each other's
@@ -121,6 +135,14 @@ class Simulator:
         clock: seconds, monotonic, for the prompt cache's TTLs (default ``time.monotonic``;
             pass your own to move time in a test).
         cache_min_tokens: the shortest prefix the prompt cache stores (``_cache``).
+        extra_models: model ids to serve beside the documented ones (``DOCUMENTED_MODELS``,
+            their dated ids and ``-latest`` aliases, and the test ids ``claude-sim-<n>``);
+            any other id is the API's 404 ``not_found_error``. Models named in
+            ``model_families`` or ``system_message_models`` are served too.
+        context_window: the most input tokens a request may carry (the API's 400 ``prompt is
+            too long`` beyond it).
+        compaction_models: the models that take on-demand compaction. Default: the documented
+            list ``COMPACTION_MODELS``; pass a superset to extend it.
 
     Example:
         ``sim = Simulator(); async with sim.client() as client: await client.beta.messages
@@ -141,19 +163,24 @@ class Simulator:
         end_user: str = "",
         clock: Callable[[], float] | None = None,
         cache_min_tokens: int = DEFAULT_MIN_TOKENS,
+        extra_models: Iterable[str] = (),
+        context_window: int = DEFAULT_CONTEXT_WINDOW,
+        compaction_models: Iterable[str] | None = None,
     ) -> None:
         if not key:
-            raise ValueError("key must be non-empty bytes")
+            raise InvalidValue("key must be non-empty bytes")
         self._script: Script = script or default_script
         readable = readability or documented_readability
         if model_families:
             readable = _with_families(readable, dict(model_families))
+        self._compactions = CompactionLedger()
         self._verifier = Verifier(
             bytes(key),
             readable,
             organization,
             end_user,
             prefix_check or documented_prefix_check,
+            self._compactions.lookup,
         )
         self.enforced = enforced
         """Whether the account enforces the prefix check without ``block_binding``."""
@@ -161,6 +188,16 @@ class Simulator:
             SYSTEM_MESSAGE_MODELS if system_message_models is None else system_message_models
         )
         """Models that accept mid-conversation system messages (a frozenset of ids)."""
+        self.extra_models = frozenset(
+            [*extra_models, *(model_families or {}), *(system_message_models or ())]
+        )
+        """Model ids served beside the documented ones."""
+        self.context_window = context_window
+        """The most input tokens a request may carry."""
+        self.compaction_models = frozenset(
+            COMPACTION_MODELS if compaction_models is None else compaction_models
+        )
+        """Models that take on-demand compaction (a frozenset of ids)."""
         self._lock = threading.Lock()
         self._calls: list[Call] = []
         self._counts: list[Call] = []
@@ -256,6 +293,21 @@ class Simulator:
         with self._lock:
             self._faults.force(paths, reason, predicate)
 
+    def fail_compaction_next(self, n: int = 1, outcome: str = "compaction_unavailable") -> None:
+        """Make the next ``n`` compaction requests fail (VENDOR_RULES 23).
+
+        ``outcome`` is ``"compaction_unavailable"`` (a 529 ``overloaded_error`` with
+        ``error.details.error_code: "compaction_unavailable"``) or a ``stop_reason`` of a
+        compaction that produced no summary (``"max_tokens"``,
+        ``"model_context_window_exceeded"``, ``"tool_use"``, ``"refusal"``, ``"end_turn"``: a
+        200 with empty content). Only compaction requests that pass validation consume it.
+
+        Raises:
+            ValueError: ``n`` is negative or ``outcome`` is none of these.
+        """
+        with self._lock:
+            self._faults.fail_compactions(n, outcome)
+
     def malformed_transformations_next(self, entries: Iterable[Any]) -> None:
         """Append ``entries`` (any JSON values) as given to the next ``input_transformations``.
 
@@ -291,7 +343,9 @@ class Simulator:
             self._issued.check(body)
         return list(walk(self._verifier, body, mode=DROP_MODE).checks)
 
-    def verify_block(self, request: Mapping[str, Any], i: int, j: int, block: Any) -> str | None:
+    def verify_block(
+        self, request: Mapping[str, Any], i: int, j: int, block: SignedBlock
+    ) -> str | None:
         """Would ``block`` verify if inserted at ``messages[i].content[j]`` of ``request``?
 
         Everything before it is as in ``request``, after the drops a drop-mode call would make.
@@ -313,7 +367,7 @@ class Simulator:
         body, _ = split_betas(request)
         wire = to_wire(block)
         if wire.get("type") not in SIGNED_TYPES:
-            raise ValueError(f"only thinking blocks are bound; got a {wire.get('type')!r} block")
+            raise InvalidValue(f"only thinking blocks are bound; got a {wire.get('type')!r} block")
         messages = list(body.get("messages", []))
         if not 0 <= i < len(messages):
             raise IndexError(f"message index {i} out of range (0..{len(messages) - 1})")
@@ -387,7 +441,7 @@ class Simulator:
             with self._lock:
                 self._issued.check(checked)
 
-        return answer_count(
+        counted = answer_count(
             body,
             betas,
             verifier=self._verifier,
@@ -395,6 +449,8 @@ class Simulator:
             system_message_models=self.system_message_models,
             check_issued=check_issued,
         )
+        check_model(body["model"], self.extra_models)
+        return counted
 
     def _answer(
         self, body: dict[str, Any], betas: frozenset[str], request_id: str
@@ -404,10 +460,17 @@ class Simulator:
         if failure is not None:
             raise failure
         validate_request(body, betas, self.system_message_models)
+        check_model(body["model"], self.extra_models)
+        check_window(count_input(body), self.context_window)
+        if "compaction" in body:
+            check_request(body, betas, self.compaction_models)
         with self._lock:
             knobs = self._faults.take_knobs()
             self._issued.check(body)
             verifier = self._verifier
+            outcome = self._faults.take_compaction_outcome() if "compaction" in body else None
+        if "compaction" in body:
+            return self._compact(body, betas, request_id, verifier, (outcome, knobs.forced))
         result = answer(
             body,
             betas,
@@ -417,7 +480,7 @@ class Simulator:
             knobs=knobs,
             new_id=new_id,
         )
-        positions = items(body, result.walk.messages, organization=verifier.organization)
+        positions = items(body, result.view, organization=verifier.organization)
         with self._lock:
             self._issued.remember(result.message["content"])
             result.message["usage"].update(self.cache.process(positions).usage_fields())
@@ -431,9 +494,47 @@ class Simulator:
                 paths=[check.path_text for check in dropped],
                 reasons=[check.reason for check in dropped],
             )
+        return self._framed(body, result.message, request_id), result.message, dropped, unoffered
+
+    def _compact(
+        self,
+        body: dict[str, Any],
+        betas: frozenset[str],
+        request_id: str,
+        verifier: Verifier,
+        knobs: tuple[str | None, tuple[ForcedDrop, ...]],
+    ) -> tuple[HttpReply, dict[str, Any], tuple[BlockCheck, ...], tuple[str, ...]]:
+        """Answer a compaction request that passed ``check_request`` (VENDOR_RULES 23):
+        ``knobs`` is the scripted outcome and the forced drops."""
+        outcome, forced = knobs
+        mode = behavior(body, enforced=self.enforced)
+        walked = walk(verifier, body, mode=mode, forced=forced)
+        report = transformations(walked) if BINDING_BETA in betas else None
+        done = compaction_reply(
+            body,
+            walked,
+            verifier=verifier,
+            outcome=outcome,
+            input_tokens=count_input(body, walked.messages),
+            new_id=new_id,
+            transformations=report,
+        )
+        positions = items(body, walked.messages, organization=verifier.organization)
+        with self._lock:
+            usage = self.cache.process(positions)
+        entry = done.message["usage"]["iterations"][0]
+        entry.update({k: v for k, v in usage.usage_fields().items() if k in entry})
+        entry["cache_creation"] = usage.usage_fields()["cache_creation"]
+        if done.nonce is not None and done.coverage is not None:
+            self._compactions.remember(done.nonce, done.coverage)
+        logger.info("simulator_compacted", stop_reason=done.message["stop_reason"])
+        return self._framed(body, done.message, request_id), done.message, walked.dropped, ()
+
+    @staticmethod
+    def _framed(body: Mapping[str, Any], message: dict[str, Any], request_id: str) -> HttpReply:
         if body.get("stream") is True:
-            return sse_reply(result.message, request_id), result.message, dropped, unoffered
-        return json_reply(200, result.message, request_id), result.message, dropped, unoffered
+            return sse_reply(message, request_id)
+        return json_reply(200, message, request_id)
 
     # Clients -----------------------------------------------------------------------------------
 
@@ -500,4 +601,5 @@ class Simulator:
             self._faults._check()
             self._issued._check()
             self.cache._check()
+            self._compactions._check()
             assert all(isinstance(call.response, dict) for call in self._calls)

@@ -2,7 +2,9 @@
 
 Pure functions. Accumulating the events (as the SDK's stream helper does) rebuilds exactly the
 reply message: ``message_start`` carries the final ``input_transformations``; thinking streams as
-``thinking_delta`` then one ``signature_delta``; tool input as ``input_json_delta`` pieces.
+``thinking_delta`` then one ``signature_delta``; tool input as ``input_json_delta`` pieces; a
+``compaction`` block arrives whole in its ``content_block_start`` (no deltas); the final
+``message_delta`` carries ``context_management`` (``applied_edits``) and ``usage.iterations``.
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ def message_events(message: Mapping[str, Any]) -> list[Event]:
     """The full event sequence for ``message`` (a reply built by ``_reply.message_dict``)."""
     usage = message["usage"]
     start = {
-        **message,
+        **{k: v for k, v in message.items() if k != "context_management"},
         "content": [],
         "stop_reason": None,
         "stop_sequence": None,
@@ -75,16 +77,16 @@ def message_events(message: Mapping[str, Any]) -> list[Event]:
     ]
     for index, block in enumerate(message["content"]):
         events.extend(_block_events(index, block))
-    events.append(
-        (
-            "message_delta",
-            {
-                "type": "message_delta",
-                "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
-                "usage": {"output_tokens": usage["output_tokens"]},
-            },
-        )
-    )
+    delta: dict[str, Any] = {
+        "type": "message_delta",
+        "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+        "usage": {"output_tokens": usage["output_tokens"]},
+    }
+    if "iterations" in usage:
+        delta["usage"]["iterations"] = usage["iterations"]
+    if "context_management" in message:
+        delta["context_management"] = message["context_management"]
+    events.append(("message_delta", delta))
     events.append(("message_stop", {"type": "message_stop"}))
     return events
 

@@ -20,6 +20,7 @@ from ._api import (
     THINKING,
 )
 from ._cache import check_markers
+from ._compaction import COMPACTION, check_blocks
 from ._errors import InvalidRequest
 from ._models import SYSTEM_MESSAGE_MODELS
 from ._system import check_system_messages
@@ -97,6 +98,7 @@ def validate_request(
     _check_tools(body.get("tools", []))
     if "thinking" in body:
         _check_thinking(body["thinking"], max_tokens, betas)
+    check_blocks(body, betas)
     _check_messages(body["messages"], betas)
     check_system_messages(body, betas, system_message_models)
     check_markers(body)
@@ -244,7 +246,7 @@ def _check_block(block: Any, role: str, path: str, betas: frozenset[str]) -> Non
             raise InvalidRequest(
                 f"{path}.type: '{kind}' blocks are not permitted in system messages"
             )
-    elif role == "user" and kind not in USER_BLOCK_TYPES:
+    elif role == "user" and kind not in USER_BLOCK_TYPES and kind != COMPACTION:
         raise InvalidRequest(f"{path}.type: '{kind}' blocks are not permitted in user messages")
     elif role == "assistant" and kind in USER_ONLY_TYPES:
         raise InvalidRequest(

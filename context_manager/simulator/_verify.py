@@ -33,6 +33,7 @@ from ._api import (
     block_path,
 )
 from ._canon import CHAIN_START, chain_step, head_digest
+from ._compaction import CoverageLookup, resume
 from ._errors import InvalidRequest
 from ._models import PrefixCheck, Readability, documented_prefix_check
 from ._sign import block_digest, decode, is_sealed, prefix_matches
@@ -108,6 +109,9 @@ class Walk:
         chain: the content chain after the last message (what a reply's first block binds to).
         predecessor: the digest of the last thinking block in the request as sent (dropped or
             not), or ``None``: what a reply's first thinking block records.
+        legacy: the kept turns' chains after the last message (a compaction block first and
+            rule 25's conditions holding), else empty.
+        added: the deferred tools a ``tool_addition`` added (or the compaction carried over).
     """
 
     checks: tuple[BlockCheck, ...]
@@ -115,6 +119,8 @@ class Walk:
     head: str = ""
     chain: bytes = CHAIN_START
     predecessor: bytes | None = None
+    legacy: tuple[bytes, ...] = ()
+    added: frozenset[str] = frozenset()
 
     @property
     def dropped(self) -> tuple[BlockCheck, ...]:
@@ -138,6 +144,8 @@ class Verifier:
     end_user: str = ""
     runs_prefix_check: PrefixCheck = documented_prefix_check
     """Whether the requested model runs the prefix and order checks (provider rule 10)."""
+    compactions: CoverageLookup | None = None
+    """What each compaction block covered, by nonce (``_compaction.CompactionLedger.lookup``)."""
 
 
 def content_blocks(content: Any) -> list[Any]:
@@ -208,9 +216,19 @@ class _State:
     chain: bytes = CHAIN_START
     last_sent: bytes | None = None
     cascading: bool = False
+    legacy: list[bytes] = attrs.field(factory=list)
 
     def __attrs_post_init__(self) -> None:
         self.head = head_digest(self.system, self.tools, self.added)
+
+    def step(self, role: str, block: Any) -> None:
+        """Join ``block`` (sent under ``role``) to the live chain and every legacy chain."""
+        self.chain = chain_step(self.chain, role, block)
+        self.legacy = [chain_step(chain, role, block) for chain in self.legacy]
+
+    def matches(self, key: bytes, payload: Any) -> bool:
+        """True when ``payload`` was made after this head and the live or a legacy chain."""
+        return any(prefix_matches(key, payload, self.head, c) for c in (self.chain, *self.legacy))
 
     def add_tool(self, name: str) -> None:
         if name not in self.added:
@@ -241,8 +259,7 @@ def _check_block(
         natural.append(MODEL_MISMATCH)
     in_order = state.last_sent is None or state.last_sent == payload.predecessor
     if verifier.runs_prefix_check(model) and (
-        state.cascading
-        or not (in_order and prefix_matches(verifier.key, payload, state.head, state.chain))
+        state.cascading or not (in_order and state.matches(verifier.key, payload))
     ):
         natural.append(PREFIX_MISMATCH)
     forced_reasons = [f.reason for f in forced if f.takes(*at, block)]
@@ -257,7 +274,7 @@ def _system_step(state: _State, message: Mapping[str, Any], blocks: Sequence[Any
             state.add_tool(name)
     clear_at = message.get("clear_at", CLEAR_NEVER)
     if clear_at != CLEAR_NEVER:
-        state.chain = chain_step(state.chain, "system", {"clear_at": clear_at})
+        state.step("system", {"clear_at": clear_at})
 
 
 def _cleared(messages: Sequence[Any]) -> set[int]:
@@ -303,6 +320,11 @@ def walk(
     """
     model = str(body.get("model", ""))
     state = _State(body.get("system"), body.get("tools"))
+    resumed = resume(verifier.key, verifier.compactions, body)
+    if resumed is not None:
+        start = resumed[0]
+        state = _State(body.get("system"), body.get("tools"), set(start.added))
+        state.chain, state.legacy = start.chain, list(start.legacy)
     checks: list[BlockCheck] = []
     seen: list[dict[str, Any]] = []
     messages = body.get("messages", [])
@@ -313,9 +335,12 @@ def walk(
         kept: list[Any] = []
         blocks = content_blocks(message.get("content"))
         for j, block in enumerate(blocks):
+            if resumed is not None and (i, j) == (0, 0):
+                kept.append(block)  # the summary: the chain restarts from it (``resume``)
+                continue
             if not (isinstance(block, Mapping) and block.get("type") in SIGNED_TYPES):
                 kept.append(block)
-                state.chain = chain_step(state.chain, role, block)
+                state.step(role, block)
                 continue
             check = _check_block(verifier, state, model, (i, j), block, forced)
             if check.reason == PREFIX_MISMATCH:
@@ -327,7 +352,7 @@ def walk(
                     state.cascading = True
             checks.append(check)
             if stop_at == (i, j):
-                return Walk(tuple(checks), seen, state.head, state.chain, state.last_sent)
+                return _walked(checks, seen, state)
             if check.ok or check.allowed:
                 kept.append(block)
             state.last_sent = digest_of(block)
@@ -337,7 +362,19 @@ def walk(
             continue
         content = message.get("content")
         seen.append({**message, "content": content if isinstance(content, str) else kept})
-    return Walk(tuple(checks), seen, state.head, state.chain, state.last_sent)
+    return _walked(checks, seen, state)
+
+
+def _walked(checks: list[BlockCheck], seen: list[dict[str, Any]], state: _State) -> Walk:
+    return Walk(
+        tuple(checks),
+        seen,
+        state.head,
+        state.chain,
+        state.last_sent,
+        tuple(state.legacy),
+        frozenset(state.added),
+    )
 
 
 def behavior(body: Mapping[str, Any], *, enforced: bool) -> str:

@@ -12,9 +12,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeAlias
 
 import attrs
+from anthropic.types.beta import BetaRedactedThinkingBlock, BetaThinkingBlock
+
+from context_manager import InvalidType
+
+SignedBlock: TypeAlias = (
+    Mapping[str, object] | BetaThinkingBlock | BetaRedactedThinkingBlock | attrs.AttrsInstance
+)
+"""A thinking or redacted thinking block in any shape ``to_wire`` reads: a wire dict, an SDK
+block, or an ``attrs`` block (``context_manager.ThinkingBlock``)."""
 
 _CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
 _BLOCK_SUFFIX = "Block"
@@ -68,5 +77,5 @@ def to_wire(item: Any) -> dict[str, Any]:
     else:
         wire = _from_attrs(item)
     if not isinstance(wire, dict) or not isinstance(wire.get("type"), str):
-        raise TypeError(f"content item {item!r} is not a content block (no string 'type')")
+        raise InvalidType(f"content item {item!r} is not a content block (no string 'type')")
     return wire

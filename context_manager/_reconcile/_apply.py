@@ -1,0 +1,298 @@
+"""Reconcile: a framework's own message list for one call, turned into this library's request.
+
+Invariants: what the framework sends new at the end is stored, once (a retried call with the
+same list stores nothing); the framework's copy of a recorded reply is matched to the recorded
+reply, whose bytes are what goes out; library-owned messages never take part in the matching;
+an edit is stored as an edit (the compile strips what it must, with its cause); a framework that
+drops old messages or writes its own summary is followed as a host fold (a stored summary, so the
+compile strips the kept turns' thinking and reports it), unless the library manages the window
+(then the framework's truncation is ignored); a framework that sends fewer messages than it sent
+before rewinds: a new branch starts at the last message it still sends, and the old one keeps
+everything. Every decision is a function of the stored transcript and the parameters, so the same
+framework list after a restart reconciles to the same request. A dry reconcile stores nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+import attrs
+
+from context_manager._compile._fold import SUMMARY_KIND, covers_upto
+from context_manager._model._content import Block, to_blocks
+from context_manager._model._head import Head
+from context_manager._model._log import library_logger
+from context_manager._model._messages import (
+    MessageId,
+    MessageMeta,
+    Role,
+    StoredMessage,
+    check_role,
+)
+from context_manager._model._results import CompileResult
+from context_manager._store._protocol import BranchRef
+
+from ._align import Entry, Plan, plan
+from ._normal import message_key, stored_key, user_key, wire_content, without_thinking
+from ._params import FrameworkCall, split_params, with_betas
+
+log = library_logger("context_manager.reconcile")
+
+HOST_FOLD = "host_fold"
+"""``metadata.extra`` flag of a summary stored for a host fold the library followed."""
+
+FRAMEWORK_MESSAGES = "framework_messages"
+"""``metadata.extra`` key: the framework messages a followed host fold stands for."""
+
+
+@attrs.frozen
+class Reconciliation:
+    """What one reconcile did to the store.
+
+    Attributes:
+        stored: the framework's new messages, as stored (oldest first).
+        edited: stored messages the framework edited.
+        host_fold: the summary stored for a host fold the library followed, or ``None``.
+        rewound_to: the branch a rewind started (the framework sent fewer messages), or ``None``.
+        ignored: framework messages not stored: its own summary or dropped messages when the
+            library manages the window.
+    """
+
+    stored: tuple[MessageId, ...] = ()
+    edited: tuple[MessageId, ...] = ()
+    host_fold: MessageId | None = None
+    rewound_to: str | None = None
+    ignored: int = 0
+
+
+class ReconcileHost(Protocol):
+    """What reconcile needs of the facade (``ContextManager``)."""
+
+    def messages(
+        self,
+        branch: str | None = None,
+        kind: str | None = None,
+        since: int | None = None,
+        limit: int | None = None,
+    ) -> list[StoredMessage]: ...
+
+    def add_message(
+        self, role: Role, content: object, metadata: MessageMeta | dict[str, Any] | None = None
+    ) -> MessageId: ...
+
+    def edit_message(self, message_id: MessageId, content: object) -> StoredMessage: ...
+
+    def branch_at(self, message_id: MessageId, name: str) -> BranchRef: ...
+
+    def switch_branch(self, name: str) -> BranchRef: ...
+
+    def current_branch(self) -> BranchRef: ...
+
+    def list_branches(self) -> list[BranchRef]: ...
+
+    def compile(
+        self, head: Head, *, budget: int | None = None, dry_run: bool = False
+    ) -> CompileResult: ...
+
+
+@attrs.frozen
+class _Side:
+    """The stored side of the alignment: entries, and the stored message behind each."""
+
+    entries: tuple[Entry, ...]
+    sources: tuple[StoredMessage | None, ...]
+    last_sequence: int
+
+
+def library_owned(message: StoredMessage) -> bool:
+    """True for messages this library wrote itself (notices, head changes, summaries, ...)."""
+    return message.metadata.kind is not None or message.metadata.system_notice
+
+
+def stored_side(messages: Sequence[StoredMessage]) -> _Side:
+    """The alignable stored messages: a followed host fold's framework messages, then every
+    framework message stored after what it covers."""
+    summary = next((m for m in reversed(messages) if m.metadata.kind == SUMMARY_KIND), None)
+    entries: list[Entry] = []
+    sources: list[StoredMessage | None] = []
+    floor = -1
+    if summary is not None and summary.metadata.extra.get(HOST_FOLD):
+        floor = covers_upto(summary)
+        for item in summary.metadata.extra.get(FRAMEWORK_MESSAGES) or ():
+            role = str(item.get("role"))
+            entries.append(Entry(role, message_key(role, item.get("content", [])), virtual=True))
+            sources.append(None)
+    for message in messages:
+        if message.sequence > floor and not library_owned(message):
+            entries.append(Entry(message.role, stored_key(message.role, message.content)))
+            sources.append(message)
+    last = messages[-1].sequence if messages else 0
+    return _Side(tuple(entries), tuple(sources), last)
+
+
+def framework_entries(messages: Sequence[Mapping[str, Any]]) -> tuple[Entry, ...]:
+    """The comparison entries of the framework's messages."""
+    return tuple(Entry(str(m["role"]), message_key(str(m["role"]), m["content"])) for m in messages)
+
+
+def _extends(side: _Side, framework: Sequence[Mapping[str, Any]]) -> Callable[[int, int], bool]:
+    def extends(s: int, f: int) -> bool:
+        source = side.sources[s]
+        message = framework[f]
+        if source is None or source.role != "user" or message["role"] != "user":
+            return False
+        mine = wire_content(source.content)
+        theirs = wire_content(message["content"])
+        return len(theirs) > len(mine) and user_key("user", theirs[: len(mine)]) == user_key(
+            "user", mine
+        )
+
+    return extends
+
+
+def reconcile(
+    host: ReconcileHost,
+    params: Mapping[str, Any],
+    *,
+    follow_window: bool,
+    dry_run: bool = False,
+    boundary: Callable[[Reconciliation], None] | None = None,
+) -> tuple[Reconciliation, CompileResult]:
+    """Store what the framework's call adds or changes, then compile (see the module docstring).
+
+    ``boundary(done)`` runs after the framework's messages are stored and before the compile
+    (where notices waiting for the agent's next boundary are stored). A dry reconcile stores
+    nothing: it compiles dry and appends the framework's new messages to the request as they
+    came.
+
+    Raises:
+        FrameworkParamsInvalid: ``params`` has no model, no messages list, or a ``thread``.
+    """
+    call = split_params(params)
+    side = stored_side(host.messages())
+    framework = call.messages
+    steps = plan(
+        framework_entries(framework),
+        side.entries,
+        follow_window=follow_window,
+        extends=_extends(side, framework),
+    )
+    if dry_run:
+        return _dry(host, call, steps)
+    done = _apply(host, call, side, steps, follow_window=follow_window)
+    if boundary is not None:
+        boundary(done)
+    result = host.compile(call.head)
+    if done != Reconciliation():
+        log.info(
+            "framework_reconciled",
+            branch=result.branch,
+            stored=len(done.stored),
+            edited=len(done.edited),
+            host_fold=done.host_fold is not None,
+            rewound_to=done.rewound_to,
+            ignored=done.ignored,
+            compile_id=result.compile_id,
+        )
+    return done, attrs.evolve(result, request=with_betas(result.request, call.betas))
+
+
+def _dry(
+    host: ReconcileHost, call: FrameworkCall, steps: Plan
+) -> tuple[Reconciliation, CompileResult]:
+    result = host.compile(call.head, dry_run=True)
+    request = dict(result.request)
+    extra = [
+        {"role": m["role"], "content": wire_content(m["content"])}
+        for m in call.messages[steps.new_from :]
+    ]
+    request["messages"] = [*request.get("messages", []), *extra]
+    return Reconciliation(), attrs.evolve(result, request=with_betas(request, call.betas))
+
+
+def _apply(
+    host: ReconcileHost, call: FrameworkCall, side: _Side, steps: Plan, *, follow_window: bool
+) -> Reconciliation:
+    framework = call.messages
+    rewound = _rewind(host, side, steps) if steps.rewind_after is not None else None
+    fold: MessageId | None = None
+    if steps.fold_lead is not None:
+        fold = _host_fold(host, side, framework[: steps.fold_lead], steps.fold_from)
+    elif rewound is None and steps.rewind_after is not None and follow_window:
+        fold = _host_fold(host, side, (), len(side.entries))  # nothing common is kept
+    edited = tuple(_edit(host, side, framework, s, f) for s, f in steps.edits)
+    stored: list[MessageId] = []
+    if steps.extend is not None:
+        s, f = steps.extend
+        source = side.sources[s]
+        assert source is not None  # extends() only accepts stored messages
+        blocks = wire_content(framework[f]["content"])[len(source.content) :]
+        stored.append(host.add_message("user", blocks))
+    for message in framework[steps.new_from :]:
+        role = check_role(message["role"])
+        stored.append(host.add_message(role, to_blocks(message["content"])))
+    ignored = 0 if follow_window else steps.lead
+    return Reconciliation(tuple(stored), edited, fold, rewound, ignored)
+
+
+def _edit(
+    host: ReconcileHost,
+    side: _Side,
+    framework: Sequence[Mapping[str, Any]],
+    s: int,
+    f: int,
+) -> MessageId:
+    source = side.sources[s]
+    assert source is not None  # the plan edits stored messages only
+    message = framework[f]
+    content: object = message["content"]
+    if source.role == "assistant":  # a reply's recorded thinking cannot follow new words
+        content = without_thinking(content)
+    host.edit_message(source.id, content)
+    log.info("framework_edit_stored", message_id=source.id, role=source.role)
+    return source.id
+
+
+def _rewind(host: ReconcileHost, side: _Side, steps: Plan) -> str | None:
+    """Start a new branch after the last stored message the framework still sends."""
+    at = steps.rewind_after
+    source = side.sources[at] if at is not None and at >= 0 else None
+    if source is None:
+        return None
+    names = {ref.name for ref in host.list_branches()}
+    base = host.current_branch().name
+    number = 1
+    while f"{base}~{number}" in names:
+        number += 1
+    name = f"{base}~{number}"
+    host.branch_at(source.id, name)
+    host.switch_branch(name)
+    log.info("framework_rewound", branch=name, at=source.id)
+    return name
+
+
+def _host_fold(
+    host: ReconcileHost,
+    side: _Side,
+    lead: Sequence[Mapping[str, Any]],
+    keep_from: int,
+) -> MessageId:
+    """Store the summary of a host fold: it covers every stored message before ``keep_from``."""
+    kept = side.sources[keep_from] if keep_from < len(side.sources) else None
+    upto = kept.sequence - 1 if kept is not None else side.last_sequence
+    lead_wire = [{"role": m["role"], "content": wire_content(m["content"])} for m in lead]
+    texts = [
+        str(block.get("text"))
+        for m in lead_wire
+        for block in m["content"]
+        if block.get("type") == "text" and str(block.get("text", "")).strip()
+    ]
+    content: list[Block] = list(to_blocks("\n\n".join(texts))) if texts else []
+    meta = MessageMeta(
+        kind=SUMMARY_KIND,
+        extra={"covers_upto": upto, HOST_FOLD: True, FRAMEWORK_MESSAGES: lead_wire},
+    )
+    summary = host.add_message("user", content, metadata=meta)
+    log.info("host_fold_followed", summary=summary, covers_upto=upto, lead=len(lead_wire))
+    return summary

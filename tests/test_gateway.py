@@ -1,0 +1,267 @@
+"""The local gateway over real loopback HTTP (uvicorn in a thread), with real clients.
+
+LangChain's ``ChatAnthropic`` and the ``anthropic`` SDK's own tool runner set their base URL to
+the gateway, stream, and run tool loops; the gateway answers from the simulator (no upstream) or
+forwards to an upstream (the simulator behind a recording ASGI app) with the caller's own key.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import anthropic
+import httpx2
+import pytest
+from helpers import cli, invalid_calls, thinking_signatures
+
+from context_manager import REASONING_LOSS_KIND, ContextManager, MemoryStore, Store
+from context_manager.adapters import AGENT_HEADER, gateway_app
+from context_manager.simulator import Simulator
+
+uvicorn = pytest.importorskip("uvicorn")
+pytest.importorskip("starlette")
+
+MODEL = "claude-opus-5-5"
+AGENT = {AGENT_HEADER: "ada"}
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@contextmanager
+def serve(app: Any) -> Iterator[str]:
+    """Serve an ASGI app with uvicorn on loopback in a thread; yields its base URL."""
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+@pytest.fixture
+def sim() -> Simulator:
+    return Simulator()
+
+
+@pytest.fixture
+def offline(sim: Simulator, store: Store) -> Iterator[str]:
+    """The gateway with no upstream: it answers from ``sim``."""
+    with serve(gateway_app(store, simulator_client=sim.client())) as url:
+        yield url
+
+
+def stored(store: Store, agent: str = "ada") -> ContextManager:
+    return ContextManager.open(store, namespace=agent)
+
+
+async def test_the_sdk_streams_through_the_gateway_and_its_replies_are_recorded(
+    sim: Simulator, store: Store, offline: str
+) -> None:
+    messages: list[dict[str, Any]] = []
+    async with anthropic.AsyncAnthropic(
+        base_url=offline, api_key="mine", default_headers=AGENT
+    ) as client:
+        for words in ("one", "two", "three"):
+            messages.append({"role": "user", "content": words})
+            async with client.messages.stream(
+                model=MODEL,
+                max_tokens=512,
+                system=f"You are Ada; this is {words}.",
+                thinking={"type": "adaptive"},
+                messages=messages,
+            ) as stream:
+                reply = await stream.get_final_message()
+            content = [b.to_dict() for b in reply.content]
+            messages.append({"role": "assistant", "content": content})
+    assert [call.status for call in sim.calls] == [200] * 3
+    assert all(call.stream for call in sim.calls)
+    assert len(thinking_signatures(sim.requests[-1])) == 2
+    assert invalid_calls(sim) == []
+    cm = stored(store)
+    assert len(cm.messages(kind="head-change")) == 2
+    assert [m.role for m in cm.messages() if m.metadata.kind is None] == ["user", "assistant"] * 3
+
+
+async def test_count_tokens_goes_through_the_gateway_and_stores_nothing(
+    sim: Simulator, store: Store, offline: str
+) -> None:
+    async with anthropic.AsyncAnthropic(
+        base_url=offline, api_key="mine", default_headers=AGENT
+    ) as client:
+        counted = await client.messages.count_tokens(
+            model=MODEL, messages=[{"role": "user", "content": "hello"}]
+        )
+    assert counted.input_tokens > 0
+    assert stored(store).messages() == []
+
+
+async def test_a_call_that_names_no_agent_is_refused_with_the_apis_error_shape(
+    store: Store, offline: str
+) -> None:
+    async with anthropic.AsyncAnthropic(base_url=offline, api_key="mine", max_retries=0) as client:
+        with pytest.raises(anthropic.BadRequestError, match=AGENT_HEADER):
+            await client.messages.create(
+                model=MODEL, max_tokens=64, messages=[{"role": "user", "content": "hi"}]
+            )
+
+
+def test_langchain_chat_anthropic_streams_a_tool_loop_through_the_gateway(
+    sim: Simulator, store: Store, offline: str
+) -> None:
+    chat_models = pytest.importorskip("langchain_anthropic")
+    from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
+    from langchain_core.tools import tool
+
+    @tool
+    def read_log() -> str:
+        """Read the log."""
+        return "all is well"
+
+    llm = chat_models.ChatAnthropic(
+        model=MODEL,
+        base_url=offline,
+        api_key="mine",
+        max_tokens=1024,
+        streaming=True,
+        thinking={"type": "adaptive"},
+        default_headers=AGENT,
+        max_retries=0,
+    ).bind_tools([read_log])
+    history: list[Any] = []
+    for run in range(2):
+        history.append(HumanMessage(f"question {run}: please use read_log"))
+        while True:
+            system = SystemMessage(f"You are Ada, on run {run}.")
+            reply = llm.invoke([system, *history])
+            history.append(reply)
+            if not reply.tool_calls:
+                break
+            for call in reply.tool_calls:
+                history.append(ToolMessage(read_log.invoke({}), tool_call_id=call["id"]))
+    assert [call.status for call in sim.calls] == [200] * 4
+    assert [call.dropped for call in sim.calls] == [()] * 4
+    assert all(call.stream for call in sim.calls)
+    assert invalid_calls(sim) == []
+    assert len(thinking_signatures(sim.requests[-1])) == 3  # every earlier reply's thinking
+    assert len(stored(store).messages(kind="head-change")) == 1
+    assert stored(store).messages(kind=REASONING_LOSS_KIND) == []
+
+
+def test_the_sdks_own_tool_runner_streams_through_the_gateway(
+    sim: Simulator, store: Store, offline: str
+) -> None:
+    @anthropic.beta_tool
+    def read_log() -> str:
+        """Read the log."""
+        return "all is well"
+
+    with anthropic.Anthropic(base_url=offline, api_key="mine", default_headers=AGENT) as client:
+        runner = client.beta.messages.tool_runner(
+            model=MODEL,
+            max_tokens=1024,
+            thinking={"type": "adaptive"},
+            tools=[read_log],
+            messages=[{"role": "user", "content": "please use read_log"}],
+            stream=True,
+        )
+        for stream in runner:
+            for _ in stream:
+                pass
+    assert len(sim.calls) == 2
+    assert all(call.stream for call in sim.calls)
+    assert [call.status for call in sim.calls] == [200, 200]
+    assert invalid_calls(sim) == []
+    in_flight = sim.requests[-1]["messages"][1]
+    assert [b["type"] for b in in_flight["content"]] == ["thinking", "tool_use"]
+    assert [m.role for m in stored(store).messages()] == ["user", "assistant"] * 2
+
+
+def recording_upstream(sim: Simulator, seen: list[dict[str, str]]) -> Any:
+    """An upstream Messages API: the simulator, behind an app that records request headers."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    async def answer(request: Request) -> Response:
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        seen.append(headers)
+        reply = sim.handle("POST", request.url.path, headers, await request.body())
+        kept = {k: v for k, v in reply.headers if k != "content-length"}
+        return Response(reply.body, status_code=reply.status, headers=kept)
+
+    paths = ("/v1/messages", "/v1/messages/count_tokens")
+    return Starlette(routes=[Route(p, answer, methods=["POST"]) for p in paths])
+
+
+async def test_calls_are_forwarded_with_the_callers_own_key_and_no_other(
+    sim: Simulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "the-gateways-own-key")
+    seen: list[dict[str, str]] = []
+    store = MemoryStore()
+    with (
+        serve(recording_upstream(sim, seen)) as upstream,
+        serve(gateway_app(store, upstream=upstream, agent="ada")) as url,
+    ):
+        raw = httpx2.post(
+            f"{url}/v1/messages",
+            headers={"x-api-key": "the-callers-key", "anthropic-version": "2023-06-01"},
+            json={
+                "model": MODEL,
+                "max_tokens": 64,
+                "messages": [{"role": "user", "content": "hi"}],
+            },
+        )
+    assert raw.status_code == 200
+    assert raw.json()["content"][-1]["text"] == "You said: hi"
+    assert seen[0]["x-api-key"] == "the-callers-key"
+    assert "the-gateways-own-key" not in json.dumps(seen)
+    assert "authorization" not in seen[0]
+    assert len(stored(store).messages()) == 2
+
+
+async def test_an_upstream_refusal_is_answered_with_its_own_status_and_body(
+    sim: Simulator,
+) -> None:
+    seen: list[dict[str, str]] = []
+    sim.fail_next(1, 429)
+    with (
+        serve(recording_upstream(sim, seen)) as upstream,
+        serve(gateway_app(MemoryStore(), upstream=upstream, agent="ada")) as url,
+    ):
+        raw = httpx2.post(
+            f"{url}/v1/messages",
+            headers={"x-api-key": "k", "anthropic-version": "2023-06-01"},
+            json={
+                "model": MODEL,
+                "max_tokens": 64,
+                "messages": [{"role": "user", "content": "hi"}],
+            },
+        )
+    assert raw.status_code == 429
+    assert raw.json()["error"]["type"] == "rate_limit_error"
+
+
+def test_the_command_refuses_an_address_that_is_not_loopback(tmp_path: Any) -> None:
+    done = cli("gateway", "--db", tmp_path / "g.db", "--host", "0.0.0.0")
+    assert done.returncode == 2
+    assert "not loopback" in done.stderr

@@ -1,0 +1,310 @@
+"""``cm.reconcile(params)``: a framework's own per-call message list, turned into our request.
+
+Each test drives the context the way a framework does: it keeps its own list (user words, its own
+copy of each reply), rebuilds ``system`` and ``tools`` per call, and hands the whole parameters
+over; the simulator (the real SDK client in-process) answers and checks every request.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import pytest
+from helpers import (
+    REPLY_COPIES,
+    framework_copy,
+    framework_params,
+    invalid_calls,
+    thinking_signatures,
+    unmarked,
+)
+
+from context_manager import (
+    REASONING_LOSS_KIND,
+    CompileResult,
+    ContextManager,
+    MessageMeta,
+    SQLiteStore,
+    Store,
+    TextBlock,
+    Window,
+)
+from context_manager.simulator import Simulator
+
+
+async def turn(
+    client: anthropic.AsyncAnthropic,
+    cm: ContextManager,
+    messages: list[dict[str, Any]],
+    words: str | None,
+    *,
+    style: str = "as-sent",
+    **params: Any,
+) -> CompileResult:
+    """One framework call: its words appended to its list, reconciled, sent, recorded, and its
+    own copy of the reply appended to its list."""
+    if words is not None:
+        messages.append({"role": "user", "content": words})
+    result = cm.reconcile(framework_params(messages, **params))
+    reply = await client.beta.messages.create(**result.request)
+    cm.record_reply(reply, result)
+    messages.append(framework_copy(reply, style))
+    return result
+
+
+def own(cm: ContextManager) -> list[str]:
+    """The framework's messages as stored (library-owned ones left out): role and first text."""
+    out = []
+    for message in cm.messages():
+        if message.metadata.kind is None and not message.metadata.system_notice:
+            first = next((b for b in message.content if isinstance(b, TextBlock)), None)
+            out.append(f"{message.role}:{first.text if first else ''}")
+    return out
+
+
+@pytest.fixture
+def sim() -> Simulator:
+    return Simulator()
+
+
+async def test_new_messages_are_stored_once_and_a_retried_call_stores_nothing(
+    sim: Simulator, store: Store
+) -> None:
+    cm = ContextManager.open(store, namespace="ada")
+    client = sim.client()
+    messages: list[dict[str, Any]] = []
+    await turn(client, cm, messages, "one")
+    sim.fail_next(1, 529)
+    messages.append({"role": "user", "content": "two"})
+    result = cm.reconcile(framework_params(messages))
+    with pytest.raises(anthropic.APIStatusError):
+        await client.beta.messages.create(**result.request)
+    stored = own(cm)
+    await turn(client, cm, messages, None)  # the framework retries the same call
+    assert cm.last_reconciliation is not None
+    assert cm.last_reconciliation.stored == ()
+    assert stored == ["user:one", "assistant:You said: one", "user:two"]
+    assert own(cm) == [*stored, "assistant:You said: two"]
+    assert invalid_calls(sim) == ["status 529"]
+
+
+@pytest.mark.parametrize("style", REPLY_COPIES)
+async def test_a_frameworks_copy_of_a_reply_is_matched_and_the_recorded_bytes_go_out(
+    sim: Simulator, store: Store, style: str
+) -> None:
+    cm = ContextManager.open(store, namespace="ada")
+    client = sim.client()
+    messages: list[dict[str, Any]] = []
+    first = await turn(client, cm, messages, "one", style=style)
+    await turn(client, cm, messages, "two", style=style)
+    third = await turn(client, cm, messages, "three", style=style)
+    assert len(own(cm)) == 6
+    assert len(thinking_signatures(third.request)) == 2
+    sent = third.request["messages"][1]
+    recorded = sim.responses[0]["content"]
+    assert unmarked(sent["content"]) == recorded
+    assert first.thinking_strip is None
+    assert third.thinking_strip is None
+    assert invalid_calls(sim) == []
+
+
+async def test_a_changed_system_and_tools_are_appended_and_nothing_is_stripped(
+    sim: Simulator, store: Store
+) -> None:
+    cm = ContextManager.open(store, namespace="ada")
+    client = sim.client()
+    messages: list[dict[str, Any]] = []
+    await turn(client, cm, messages, "one", system="Run 1.")
+    extra = {"name": "grep", "description": "Search.", "input_schema": {"type": "object"}}
+    tools = [*framework_params([])["tools"], extra]
+    result = await turn(client, cm, messages, "two", system="Run 2.", tools=tools)
+    assert unmarked(result.request["system"]) == [{"type": "text", "text": "Run 1."}]
+    assert result.thinking_strip is None
+    assert result.appended
+    assert len(cm.messages(kind="head-change")) == 1
+    assert invalid_calls(sim) == []
+    assert len(thinking_signatures(result.request)) == 1
+
+
+async def test_an_edit_of_an_earlier_message_is_stored_as_an_edit_and_strips_with_its_cause(
+    sim: Simulator, store: Store
+) -> None:
+    cm = ContextManager.open(store, namespace="ada")
+    client = sim.client()
+    messages: list[dict[str, Any]] = []
+    await turn(client, cm, messages, "one")
+    await turn(client, cm, messages, "two")
+    first_id = cm.messages()[0].id
+    messages[0] = {"role": "user", "content": "one, reworded"}
+    result = await turn(client, cm, messages, "three")
+    assert cm.last_reconciliation is not None
+    assert cm.last_reconciliation.edited == (first_id,)
+    assert own(cm)[0] == "user:one, reworded"
+    assert result.thinking_strip is not None
+    assert result.thinking_strip.cause == "messages"
+    assert len(result.thinking_strip.replies) == 2
+    assert invalid_calls(sim) == []
+
+
+async def test_a_sliding_window_is_followed_as_a_host_fold_and_reported_in_the_strip(
+    sim: Simulator, store: Store
+) -> None:
+    cm = ContextManager.open(store, namespace="ada")
+    client = sim.client()
+    messages: list[dict[str, Any]] = []
+    for words in ("one", "two", "three"):
+        await turn(client, cm, messages, words)
+    del messages[:2]  # the framework keeps its last turns only
+    result = await turn(client, cm, messages, "four")
+    assert cm.last_reconciliation is not None
+    assert cm.last_reconciliation.host_fold is not None
+    assert [m["role"] for m in result.request["messages"]] == ["user", "assistant"] * 2 + ["user"]
+    assert result.thinking_strip is not None
+    assert result.thinking_strip.cause == "messages"
+    assert invalid_calls(sim) == []
+    nxt = await turn(client, cm, messages, "five")
+    assert cm.last_reconciliation.host_fold is None
+    assert nxt.thinking_strip is None
+    assert len(thinking_signatures(nxt.request)) == 1  # the reply made after the fold
+
+
+async def test_a_frameworks_own_summary_is_followed_and_matched_on_later_calls(
+    sim: Simulator, store: Store
+) -> None:
+    cm = ContextManager.open(store, namespace="ada")
+    client = sim.client()
+    messages: list[dict[str, Any]] = []
+    for words in ("one", "two", "three"):
+        await turn(client, cm, messages, words)
+    summary = {"role": "user", "content": "Summary: the user counted to two."}
+    messages[:4] = [summary, {"role": "assistant", "content": "Understood."}]
+    result = await turn(client, cm, messages, "four")
+    texts = [b.get("text") for m in result.request["messages"] for b in m["content"]]
+    assert "Summary: the user counted to two.\n\nUnderstood." in texts
+    assert result.thinking_strip is not None
+    await turn(client, cm, messages, "five")
+    assert cm.last_reconciliation is not None
+    assert cm.last_reconciliation.host_fold is None
+    assert cm.last_reconciliation.edited == ()
+    assert invalid_calls(sim) == []
+
+
+async def test_with_its_own_strategy_the_library_ignores_the_frameworks_truncation(
+    sim: Simulator, store: Store
+) -> None:
+    cm = ContextManager.open(store, namespace="ada", strategy=Window(max_tokens=100_000))
+    client = sim.client()
+    messages: list[dict[str, Any]] = []
+    for words in ("one", "two", "three"):
+        await turn(client, cm, messages, words)
+    del messages[:4]
+    result = await turn(client, cm, messages, "four")
+    assert cm.last_reconciliation is not None
+    assert cm.last_reconciliation.host_fold is None
+    assert len(result.request["messages"]) == 7
+    assert result.thinking_strip is None
+    assert len(thinking_signatures(result.request)) == 3
+
+
+async def test_notices_and_head_changes_of_the_library_are_never_taken_for_edits(
+    sim: Simulator, store: Store
+) -> None:
+    cm = ContextManager.open(store, namespace="ada")
+    client = sim.client()
+    messages: list[dict[str, Any]] = []
+    await turn(client, cm, messages, "one", system="Run 1.")
+    await turn(client, cm, messages, "two", system="Run 2.")
+    meta = MessageMeta(system_notice=True, kind=REASONING_LOSS_KIND, target="ada")
+    cm.add_message("system", [TextBlock("[reasoning] ada: a notice.")], metadata=meta)
+    result = await turn(client, cm, messages, "three", system="Run 2.")
+    done = cm.last_reconciliation
+    assert done is not None
+    assert done.edited == ()
+    assert done.host_fold is None
+    assert done.rewound_to is None
+    assert result.thinking_strip is None
+    assert invalid_calls(sim) == []
+
+
+async def test_the_same_framework_list_after_a_restart_reconciles_to_the_same_request(
+    sim: Simulator, tmp_path: Path
+) -> None:
+    path = tmp_path / "ada.db"
+    store = SQLiteStore(path)
+    cm = ContextManager.open(store, namespace="ada")
+    client = sim.client()
+    messages: list[dict[str, Any]] = []
+    await turn(client, cm, messages, "one", system="Run 1.")
+    await turn(client, cm, messages, "two", system="Run 2.")
+    messages.append({"role": "user", "content": "three"})
+    before = cm.reconcile(framework_params(messages, system="Run 3."))
+    store.close()
+    reopened = SQLiteStore(path)
+    after = ContextManager.open(reopened, namespace="ada").reconcile(
+        framework_params(messages, system="Run 3.")
+    )
+    assert after.request == before.request
+    reopened.close()
+
+
+async def test_fewer_messages_than_before_rewind_onto_a_new_branch_and_the_old_one_keeps_them(
+    sim: Simulator, store: Store
+) -> None:
+    cm = ContextManager.open(store, namespace="ada")
+    client = sim.client()
+    messages: list[dict[str, Any]] = []
+    await turn(client, cm, messages, "one")
+    await turn(client, cm, messages, "two")
+    del messages[2:]  # the framework goes back to before "two" and asks something else
+    result = await turn(client, cm, messages, "two, asked otherwise")
+    assert cm.current_branch().name == "main~1"
+    assert own(cm)[2] == "user:two, asked otherwise"
+    assert len(own(cm)) == 4
+    assert len(cm.messages(branch="main")) == 4
+    assert result.thinking_strip is None
+    assert len(thinking_signatures(result.request)) == 1
+    assert invalid_calls(sim) == []
+
+
+async def test_a_dry_reconcile_stores_nothing_and_shows_the_new_messages(
+    sim: Simulator, store: Store
+) -> None:
+    cm = ContextManager.open(store, namespace="ada")
+    client = sim.client()
+    messages: list[dict[str, Any]] = []
+    await turn(client, cm, messages, "one")
+    stored = own(cm)
+    messages.append({"role": "user", "content": "two"})
+    dry = cm.reconcile(framework_params(messages), dry_run=True)
+    assert own(cm) == stored
+    assert dry.dry
+    assert dry.request["messages"][-1] == {
+        "role": "user",
+        "content": [{"type": "text", "text": "two"}],
+    }
+
+
+async def test_the_frameworks_betas_and_its_own_drop_block_go_out_with_the_request(
+    store: Store,
+) -> None:
+    cm = ContextManager.open(store, namespace="ada")
+    thinking = {"type": "adaptive", "block_binding": {"prefix_mismatch_behavior": "drop_block"}}
+    params = framework_params(
+        [{"role": "user", "content": "hello"}], betas=["some-beta-2026-01-01"], thinking=thinking
+    )
+    result = cm.reconcile(params)
+    assert "some-beta-2026-01-01" in result.request["betas"]
+    assert result.request["thinking"]["block_binding"] == {"prefix_mismatch_behavior": "drop_block"}
+
+
+def test_params_without_a_model_or_a_messages_list_are_refused_with_a_clear_error(
+    store: Store,
+) -> None:
+    cm = ContextManager.open(store, namespace="ada")
+    with pytest.raises(ValueError, match="model"):
+        cm.reconcile({"messages": []})
+    with pytest.raises(ValueError, match="messages"):
+        cm.reconcile({"model": "claude-opus-5-5", "messages": "hello"})
+    assert cm.messages() == []
