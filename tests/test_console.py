@@ -11,17 +11,22 @@ from typing import Any
 import attrs
 import pytest
 
+from context_manager import ContextManager, MemoryStore
 from context_manager.runtime import Agent
 from context_manager.simulator import Simulator
 from context_manager.web import (
     Access,
     CallbackSource,
     ConsoleServer,
+    Line,
     Principal,
     create_app,
+    read_transcript,
     reads_reasoning,
     sees_agent,
 )
+from context_manager.web._html import transcript_page
+from context_manager.web._source import pick_branch
 from tests.helpers import PROBE_HEAD, SUMMARIZED, runtime_on
 
 OWNER, BOB, CAROL = "owner-token-0123456789", "bob-token-0123456789", "carol-token-0123456789"
@@ -171,3 +176,29 @@ async def test_the_durable_reasoning_answer_is_bounded_by_parts_and_bytes(
     answer = json.loads(body)
     assert (status, len(answer["parts"]), answer["truncated"]) == (200, parts, truncated)
     assert answer["bytes"] <= max_bytes
+
+
+def test_the_view_marks_redacted_and_omitted_thinking_and_shows_a_compaction() -> None:
+    cm = ContextManager.open(MemoryStore(), namespace="ada")
+    cm.add_message("assistant", [{"type": "compaction", "content": "Earlier: the build broke."}])
+    cm.add_message("user", "go on")
+    cm.add_message(
+        "assistant",
+        [
+            {"type": "thinking", "thinking": "", "signature": "c2lnbmF0dXJlLW9uZQ=="},
+            {"type": "redacted_thinking", "data": "b3BhcXVlLWRhdGE="},
+            {"type": "text", "text": "On it."},
+        ],
+    )
+    record = pick_branch(cm, None)
+    assert record is not None
+    view = read_transcript(cm, record)
+    lines = [e for e in view.entries if isinstance(e, Line)]
+    assert [line.form for line in lines] == ["compaction", "user", "assistant"]
+    html = transcript_page(
+        "ada", "main", ["main"], view, lambda _: True, live=False, principal="alice"
+    )
+    assert "⟨thinking, signed …9uZQ, omitted⟩" in html
+    assert "⟨redacted, signed …hdGE⟩" in html
+    assert "compaction: Earlier: the build broke." in html
+    assert "show reasoning" not in html  # nothing readable to show
