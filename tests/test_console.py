@@ -12,7 +12,7 @@ import attrs
 import pytest
 
 from context_manager import ContextManager, MemoryStore
-from context_manager.runtime import Agent
+from context_manager.runtime import Agent, Runtime
 from context_manager.simulator import Simulator
 from context_manager.web import (
     Access,
@@ -27,7 +27,7 @@ from context_manager.web import (
 )
 from context_manager.web._html import transcript_page
 from context_manager.web._source import pick_branch
-from tests.helpers import PROBE_HEAD, SUMMARIZED, runtime_on
+from tests.helpers import PROBE_HEAD, SUMMARIZED, runtime_on, slow_client
 
 OWNER, BOB, CAROL = "owner-token-0123456789", "bob-token-0123456789", "carol-token-0123456789"
 TOKENS = f"""
@@ -202,3 +202,42 @@ def test_the_view_marks_redacted_and_omitted_thinking_and_shows_a_compaction() -
     assert "⟨redacted, signed …hdGE⟩" in html
     assert "compaction: Earlier: the build broke." in html
     assert "show reasoning" not in html  # nothing readable to show
+
+
+def sse_events(url: str, token: str) -> list[tuple[str, dict[str, Any]]]:
+    """The live stream's events up to ``done``: ``(name, data)`` each."""
+    request = urllib.request.Request(url)
+    request.add_header("Authorization", f"Bearer {token}")
+    events: list[tuple[str, dict[str, Any]]] = []
+    with urllib.request.urlopen(request, timeout=10) as stream:
+        name = ""
+        for raw in stream:
+            line = raw.decode().rstrip("\n")
+            if line.startswith("event: "):
+                name = line.removeprefix("event: ")
+            elif line.startswith("data: "):
+                events.append((name, json.loads(line.removeprefix("data: "))))
+                if name == "done":
+                    return events
+    return events
+
+
+async def test_the_live_stream_sends_a_turns_reasoning_only_to_its_asker_and_the_owner() -> None:
+    gate = asyncio.Event()
+    runtime = Runtime(slow_client(Simulator(script=thought), gate, after=1), MemoryStore())
+    agent = runtime.register(Agent("ada", HEAD))
+    async with runtime.serve(Access.parse(TOKENS)) as console:
+        turn = asyncio.create_task(agent.run_turn("what broke?", asker="alice"))
+        while (p := agent.live.partial()) is None or not (p.text and p.text.value):
+            await asyncio.sleep(0.01)
+        url = f"{console.url}/agents/ada/live"
+        owner = asyncio.create_task(asyncio.to_thread(sse_events, url, OWNER))
+        other = asyncio.create_task(asyncio.to_thread(sse_events, url, BOB))
+        await asyncio.sleep(0.3)  # both connected, mid-call
+        gate.set()
+        reply = (await turn).replies[0]
+        seen_by_owner, seen_by_bob = await owner, await other
+    assert seen_by_owner[0][0] == "reasoning-partial"
+    text = "".join(data.get("text", "") for name, data in seen_by_owner if name != "done")
+    assert text == "SECRET-THOUGHT about what broke?"
+    assert seen_by_bob == [("done", {"call": seen_by_owner[-1][1]["call"], "reply": reply})]
