@@ -78,6 +78,7 @@ from ._model._results import CompileResult, ProvenanceEntry, Source, ThinkingStr
 from ._model._usage import CallUsage, usage_of
 from ._reasoning._audit import AuditResult, ReasoningPart, UntrustedText, read_reasoning
 from ._reasoning._capture import ReasoningCapture, warn_if_reasoning_unconfigured
+from ._reasoning._live import ReasoningEvent
 from ._reasoning._store import MemoryReasoningStore, ReasoningStore, SQLiteReasoningStore
 from ._reconcile import FrameworkParamsInvalid, Reconciliation
 from ._store._hold import Hold
@@ -135,6 +136,7 @@ __all__ = [
     "ProvenanceEntry",
     "Readability",
     "ReasoningCapture",
+    "ReasoningEvent",
     "ReasoningPart",
     "ReasoningStore",
     "Reconciliation",
