@@ -263,6 +263,8 @@ class TelemetryUnavailable(ContextManagerError, ImportError):
             "tracer_provider= needs the OpenTelemetry API: install context-manager[otel] "
             "(and an SDK of your choice, e.g. opentelemetry-sdk), or leave tracer_provider unset"
         )
+
+
 class TokensFileError(ContextManagerError, ValueError):
     """The console's tokens file cannot be used; the message names the file, the line and why."""
 
