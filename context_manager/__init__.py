@@ -81,6 +81,7 @@ from ._model._results import CompileResult, ProvenanceEntry, Source, ThinkingStr
 from ._model._usage import CallUsage, usage_of
 from ._reasoning._audit import AuditResult, ReasoningPart, UntrustedText, read_reasoning
 from ._reasoning._capture import ReasoningCapture, warn_if_reasoning_unconfigured
+from ._reasoning._live import ReasoningEvent
 from ._reasoning._store import MemoryReasoningStore, ReasoningStore, SQLiteReasoningStore
 from ._reconcile import FrameworkParamsInvalid, Reconciliation
 from ._store._hold import Hold
@@ -141,6 +142,7 @@ __all__ = [
     "ProvenanceEntry",
     "Readability",
     "ReasoningCapture",
+    "ReasoningEvent",
     "ReasoningPart",
     "ReasoningStore",
     "Reconciliation",

@@ -33,6 +33,7 @@ from context_manager._model._messages import (
     ASKER_KEY,
     DROPPED_KEY,
     REASONING_LOSS_KIND,
+    STRIP_KEY,
     MessageId,
     MessageMeta,
     StoredMessage,
@@ -420,8 +421,17 @@ class Agent:
         return message, reply
 
     def _reply_extra(self, message: object, result: CompileResult) -> Mapping[str, object]:
-        """What a reply records beside its usage: the turn's asker and the call's drops."""
+        """What a reply records beside its usage: the turn's asker, the strip of the compile
+        that produced it, and the call's drops (the console shows them)."""
         extra: dict[str, object] = {ASKER_KEY: self._asker} if self._asker else {}
+        strip = result.thinking_strip
+        if strip is not None:
+            extra[STRIP_KEY] = {
+                "cause": strip.cause,
+                "changed": list(strip.changed),
+                "replies": list(strip.replies),
+                "blocks": strip.blocks,
+            }
         dropped = _dropped(message, result)
         if dropped:
             extra[DROPPED_KEY] = dropped
