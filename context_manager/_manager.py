@@ -44,6 +44,7 @@ from ._model._errors import (
 )
 from ._model._head import Head, ThinkingBinding
 from ._model._messages import MessageId, MessageMeta, Role, StoredMessage, check_role, coerce_meta
+from ._model._process import PROCESS
 from ._model._request import sdk_request
 from ._model._results import CompileResult, ThinkingStrip
 from ._reasoning._capture import ReasoningCapture, resolve_without_sidecar
@@ -59,10 +60,6 @@ if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
 log = library_logger("context_manager")
-
-_STORES_WITHOUT_HOLD: dict[int, tuple[object, LocalHolds]] = {}
-"""Process-local holds for stores that have no ``hold`` (each kept with its store, so its id is
-never reused while the entry lives); logged once per store."""
 
 MAIN_BRANCH = "main"
 """The branch a new namespace starts on."""
@@ -153,7 +150,7 @@ class ContextManager:
 
         Raises:
             TelemetryUnavailable: ``tracer_provider`` is given and ``opentelemetry-api`` is not
-                installed (``pip install context-manager[otel]``).
+                installed (``pip install thinking-context-manager[otel]``).
         """
         if not isinstance(namespace, str) or not namespace:
             raise InvalidValue(
@@ -212,13 +209,14 @@ class ContextManager:
             held: Hold = hold(self.namespace, timeout=timeout, holder=holder)
             return held
         # A store written against the protocol before holds: held in this process only.
-        if id(self.store) not in _STORES_WITHOUT_HOLD:
+        local = PROCESS.local_holds  # logged once per store
+        if id(self.store) not in local:
             log.warning(
                 "store_without_hold",
                 store=type(self.store).__name__,
                 effect="turns are held in this process only, not across processes or hosts",
             )
-        holds = _STORES_WITHOUT_HOLD.setdefault(id(self.store), (self.store, LocalHolds()))[1]
+        holds: LocalHolds = local.setdefault(id(self.store), (self.store, LocalHolds()))[1]
         wait = HOLD_TIMEOUT_SECONDS if timeout is None else timeout
         return holds.hold(self.store, self.namespace, wait, holder_identity(holder))
 
@@ -319,15 +317,20 @@ class ContextManager:
             InvalidValue: unknown role (also a ``ValueError``).
             InvalidType: content is not blocks or wire dicts, or the metadata is not a dict
                 (also a ``TypeError``; the message names the item).
-            InvalidContent: a malformed block (``{"type": "text", "text": 5}``) or a message
-                with nothing to send (``""``); nothing is written.
+            InvalidContent: a malformed block (``{"type": "text", "text": 5}``) or a user or
+                system message with nothing to send (``""``); nothing is written.
         """
         checked = check_role(role)
         where = f"{checked} message"
         blocks = coerced_content(content, where)
         meta = coerce_meta(metadata)
+        # an assistant message is a record of what the model said, an empty answer included
+        # (sent with a placeholder); a user or system message with nothing in it is a mistake
         check_not_empty(
-            blocks, where, allowed=checked == "system" and "output_config" in meta.extra
+            blocks,
+            where,
+            allowed=checked == "assistant"
+            or (checked == "system" and "output_config" in meta.extra),
         )
         message_id = self.store.append(self.namespace, self._branch.key, checked, blocks, meta).id
         self.telemetry.stored(self._branch.key, message_id, meta, blocks)

@@ -3,7 +3,7 @@
 Pure functions. ``messages`` is what the framework built; ``model``, ``system`` and ``tools``
 make the ``Head``; every other body field is a setting and goes out as the framework set it
 (``thinking`` with its own ``block_binding`` included: a framework's ``drop_block`` is respected);
-``betas`` are passed through, joined with the ones the compiled request needs (VENDOR_RULES 21).
+``betas`` are passed through, joined with the ones the compiled request needs (provider rule 21).
 ``stream`` and the SDK's transport options are not part of the request body the compiler builds.
 """
 
