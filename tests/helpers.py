@@ -23,6 +23,7 @@ import asyncio
 import copy
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections import Counter
@@ -380,6 +381,25 @@ def slow_client(sim: Simulator, gate: asyncio.Event, after: int = 1) -> anthropi
     return anthropic.AsyncAnthropic(
         api_key="sim", base_url=BASE_URL, http_client=http_client, max_retries=0
     )
+
+
+def interrupt(child: subprocess.Popen[str]) -> None:
+    """Ctrl-C, as a user presses it: again if the process has not ended a while later.
+
+    Stdin stays open meanwhile (its end of input would end the session with 0 instead). A
+    Ctrl-C landing just as a turn's event loop finishes can go unseen (``asyncio.Runner``
+    cancels nothing once its task is done, and raises nothing after), and a user would press
+    it again.
+    """
+    for _ in range(5):
+        child.send_signal(signal.SIGINT)
+        try:
+            child.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            continue
+        return
+    child.kill()
+    raise AssertionError("the session did not end at Ctrl-C")
 
 
 class Recorder:

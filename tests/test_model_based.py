@@ -135,6 +135,8 @@ def _table(pairs: frozenset[tuple[int, int]]) -> Readability:
         return (MODELS.index(reader), MODELS.index(producer)) in pairs
 
     return reads
+
+
 SYSTEMS: tuple[Any, ...] = (
     "You are Ada.",
     [{"type": "text", "text": "You are Ada."}],
@@ -147,8 +149,12 @@ never bind); the last two differ."""
 
 
 def _tool(name: str, **extra: Any) -> dict[str, Any]:
-    return {"name": name, "description": f"The {name} tool.", "input_schema": {"type": "object"},
-            **extra}
+    return {
+        "name": name,
+        "description": f"The {name} tool.",
+        "input_schema": {"type": "object"},
+        **extra,
+    }
 
 
 TOOLS = (
@@ -162,8 +168,11 @@ TOOLS = (
 SETTINGS: tuple[dict[str, Any], ...] = (
     {"max_tokens": 2048, "thinking": {"type": "adaptive"}},
     {"max_tokens": 4096, "thinking": {"type": "adaptive", "display": "omitted"}},
-    {"max_tokens": 8192, "thinking": {"type": "enabled", "budget_tokens": 2048},
-     "metadata": {"user_id": "u-1"}},
+    {
+        "max_tokens": 8192,
+        "thinking": {"type": "enabled", "budget_tokens": 2048},
+        "metadata": {"user_id": "u-1"},
+    },
 )
 """Settings never bind (``binds_settings`` is off by default); thinking stays on throughout."""
 
@@ -225,8 +234,8 @@ THEN = st.none() | TURNS
 
 
 def _signature(block: Mapping[str, Any]) -> str | None:
-    value = block.get("data") if block.get("type") == "redacted_thinking" else block.get(
-        "signature"
+    value = (
+        block.get("data") if block.get("type") == "redacted_thinking" else block.get("signature")
     )
     return value if isinstance(value, str) and value else None
 
@@ -680,9 +689,7 @@ class ReliabilityMachine(RuleBasedStateMachine):
     def branch_at(self, k: int, switch: bool, then: TurnSpec | None) -> None:
         """A branch at an earlier reply that ended a turn (after folds, drops, releases)."""
         ends = [
-            m
-            for m in self._replies()
-            if not any(isinstance(b, ToolUseBlock) for b in m.content)
+            m for m in self._replies() if not any(isinstance(b, ToolUseBlock) for b in m.content)
         ]
         if not ends:
             return
@@ -951,8 +958,11 @@ class ReliabilityMachine(RuleBasedStateMachine):
         covered = int(summaries[-1].metadata.extra["covers_upto"]) if summaries else -1
         by_id = {m.id: m for m in visible}
         first = min(
-            (by_id[mid].sequence for mid in rendered if mid in by_id and mid not in
-             {m.id for m in summaries}),
+            (
+                by_id[mid].sequence
+                for mid in rendered
+                if mid in by_id and mid not in {m.id for m in summaries}
+            ),
             default=0,
         )
         sends = [
@@ -1092,6 +1102,8 @@ class ReliabilityMachine(RuleBasedStateMachine):
             assert texts == self.branches[f"{ref.id}@{ref.created}"].notices, ref.name
         self.runtime.teller._check()
         self.sim._check()
+        for _, cache in self.cm._compiler.caches():  # what the compiler keeps per branch
+            cache._check()
 
     @invariant()
     def the_transcript_parses_and_every_notice_is_the_agents(self) -> None:
@@ -1131,11 +1143,16 @@ def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value))
 
 
-def _model_settings() -> settings:
-    """The ``ci`` profile unless a bigger one (``long``) was chosen on the command line."""
-    ci = settings.get_profile("ci")
+PROFILES = ["quick", pytest.param("ci", marks=pytest.mark.slow)]
+"""The machines run at the ``quick`` profile in the default run and at the full ``ci`` one
+under ``-m slow`` (which ``.ci/run`` runs)."""
+
+
+def _model_settings(profile: str = "ci") -> settings:
+    """``profile`` unless a bigger one (``long``) was chosen on the command line."""
+    base = settings.get_profile(profile)
     current = settings.default
-    chosen = current if current is not None and current.max_examples > ci.max_examples else ci
+    chosen = current if current is not None and current.max_examples > base.max_examples else base
     return settings(
         chosen,
         deadline=None,
@@ -1143,7 +1160,10 @@ def _model_settings() -> settings:
     )
 
 
-def test_no_invalid_block_is_sent_no_valid_one_is_stripped_and_each_loss_is_told_once() -> None:
+@pytest.mark.parametrize("profile", PROFILES)
+def test_no_invalid_block_is_sent_no_valid_one_is_stripped_and_each_loss_is_told_once(
+    profile: str,
+) -> None:
     """Hypothesis drives turns, head and model changes (under a readability table), folds,
     windows that shed, edits, forks, ``branch_at``, releases and forced drops.
 
@@ -1154,7 +1174,7 @@ def test_no_invalid_block_is_sent_no_valid_one_is_stripped_and_each_loss_is_told
     from hypothesis.stateful import run_state_machine_as_test
 
     STATS.clear()
-    run_state_machine_as_test(ReliabilityMachine, settings=_model_settings())
+    run_state_machine_as_test(ReliabilityMachine, settings=_model_settings(profile))
     path = os.environ.get("RELIABILITY_STATS")
     if path:
         with open(path, "w") as out:
@@ -1165,17 +1185,17 @@ class PostgresMachine(ReliabilityMachine):
     """The same machine, every example on a fresh PostgreSQL schema."""
 
 
-def test_the_same_holds_on_postgresql(postgres_server: Server) -> None:
-    """The whole machine at its full profile (300 examples in CI, as issue 20 asks), each
-    example on ``PostgresStore``."""
+@pytest.mark.parametrize("profile", PROFILES)
+def test_the_same_holds_on_postgresql(postgres_server: Server, profile: str) -> None:
+    """The whole machine, each example on ``PostgresStore``: at its full profile (300 examples,
+    as issue 20 asks) under ``-m slow``, as ``.ci/run`` runs it."""
     from hypothesis.stateful import run_state_machine_as_test
 
     PostgresMachine.postgres_server = postgres_server.dsn
     try:
-        run_state_machine_as_test(PostgresMachine, settings=_model_settings())
+        run_state_machine_as_test(PostgresMachine, settings=_model_settings(profile))
     finally:
         PostgresMachine.postgres_server = None
-
 
 
 # Regressions the machine found (each failed before its fix).
@@ -1308,11 +1328,10 @@ def test_a_thinking_block_cut_from_a_reply_whose_blocks_a_drop_released_stays_co
                 switch=True,
                 then=t(3, PLAIN, "none", 1, 0, ("organization_binding_mismatch", 0)),
             ),
-            lambda m: m.edit(
-                what="drop_thinking", arg=172, then=t(0, PLAIN, "none", 1, 0, None)
-            ),
+            lambda m: m.edit(what="drop_thinking", arg=172, then=t(0, PLAIN, "none", 1, 0, None)),
         ]
     )
+
 
 def test_a_compile_with_nothing_new_since_a_fold_neither_folds_again_nor_fails() -> None:
     cm = ContextManager.open(

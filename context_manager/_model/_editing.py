@@ -1,4 +1,4 @@
-"""Server-side context editing settings (VENDOR_RULES 29) and what a reply reports about it.
+"""Server-side context editing settings (provider rule 29) and what a reply reports about it.
 
 Pure data and functions. ``ContextEditing`` is the host's choice; ``to_wire`` is the request's
 ``context_management`` value. The API applies the edits to its own copy of the request: the
@@ -14,6 +14,8 @@ from typing import Any
 
 import attrs
 
+from ._errors import InvalidValue
+
 EDITING_BETA = "context-management-2025-06-27"
 """The beta a request with ``context_management`` needs."""
 
@@ -26,7 +28,7 @@ CLEAR_THINKING = "clear_thinking_20251015"
 
 def _non_negative(_: Any, attribute: attrs.Attribute[Any], value: int | None) -> None:
     if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
-        raise ValueError(f"{attribute.name} must be a non-negative integer, got {value!r}")
+        raise InvalidValue(f"{attribute.name} must be a non-negative integer, got {value!r}")
 
 
 def _names(value: Any) -> tuple[str, ...]:
@@ -98,7 +100,7 @@ class ClearThinking:
 
 @attrs.frozen
 class ContextEditing:
-    """Server-side context editing for every request of a context (VENDOR_RULES 29).
+    """Server-side context editing for every request of a context (provider rule 29).
 
     Attributes:
         clear_tool_uses: clear old tool results (``ClearToolUses``), or ``None``.

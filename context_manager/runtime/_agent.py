@@ -33,6 +33,7 @@ from context_manager._model._messages import (
     ASKER_KEY,
     DROPPED_KEY,
     REASONING_LOSS_KIND,
+    STRIP_KEY,
     MessageId,
     MessageMeta,
     StoredMessage,
@@ -362,6 +363,13 @@ class Agent:
             finally:
                 self._close()
 
+    def has_unfinished_turn(self) -> bool:
+        """Whether a crash or Ctrl-C left a turn unfinished (``resume_turn`` would finish it):
+        the model has not answered the newest user message, or a round's calls are open. Reads
+        the store only (O(64) messages)."""
+        tail = self._recent_tail()
+        return bool(_unanswered(tail)) or _awaits_answer(tail)
+
     def _close_cut_round(self, open_calls: Sequence[ToolUseBlock]) -> None:
         """Answer the calls of a round a crash cut with error results, so the next message
         stored is not taken for the calls' answer (the API refuses a round left open)."""
@@ -415,8 +423,17 @@ class Agent:
         return message, reply
 
     def _reply_extra(self, message: object, result: CompileResult) -> Mapping[str, object]:
-        """What a reply records beside its usage: the turn's asker and the call's drops."""
+        """What a reply records beside its usage: the turn's asker, the strip of the compile
+        that produced it, and the call's drops (the console shows them)."""
         extra: dict[str, object] = {ASKER_KEY: self._asker} if self._asker else {}
+        strip = result.thinking_strip
+        if strip is not None:
+            extra[STRIP_KEY] = {
+                "cause": strip.cause,
+                "changed": list(strip.changed),
+                "replies": list(strip.replies),
+                "blocks": strip.blocks,
+            }
         dropped = _dropped(message, result)
         if dropped:
             extra[DROPPED_KEY] = dropped

@@ -1,5 +1,5 @@
 """Compaction blocks: their wire shape, their signature, what each one covered, and where a
-request that carries one resumes the binding (VENDOR_RULES 24-27).
+request that carries one resumes the binding (provider rules 24-27).
 
 Pure functions plus one stateful class (``CompactionLedger``, its own lock). A block is
 ``{"type": "compaction", "content": <summary>, "signature": <sig>}`` (``cache_control`` may be

@@ -1,4 +1,4 @@
-"""Server-side context editing (VENDOR_RULES 28-29): ``context_management.edits`` parsed, refused
+"""Server-side context editing (provider rules 28-29): ``context_management.edits`` parsed, refused
 where the API refuses them, and applied to the model's view of a request.
 
 Pure functions. The client sends its full history and the binding is checked against it; the edits

@@ -294,7 +294,7 @@ class Simulator:
             self._faults.force(paths, reason, predicate)
 
     def fail_compaction_next(self, n: int = 1, outcome: str = "compaction_unavailable") -> None:
-        """Make the next ``n`` compaction requests that pass validation fail (VENDOR_RULES 23):
+        """Make the next ``n`` compaction requests that pass validation fail (provider rule 23):
         ``outcome`` is ``"compaction_unavailable"`` (a 529 ``overloaded_error``, ``error.details
         .error_code`` naming it) or a ``stop_reason`` of no summary (``"max_tokens"``,
         ``"model_context_window_exceeded"``, ``"tool_use"``, ``"refusal"``, ``"end_turn"``: a
@@ -502,7 +502,7 @@ class Simulator:
         verifier: Verifier,
         knobs: tuple[str | None, tuple[ForcedDrop, ...]],
     ) -> tuple[HttpReply, dict[str, Any], tuple[BlockCheck, ...], tuple[str, ...]]:
-        """Answer a compaction request that passed ``check_request`` (VENDOR_RULES 23):
+        """Answer a compaction request that passed ``check_request`` (provider rule 23):
         ``knobs`` is the scripted outcome and the forced drops."""
         outcome, forced = knobs
         mode = behavior(body, enforced=self.enforced)
