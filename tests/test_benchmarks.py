@@ -63,8 +63,11 @@ def test_a_smoke_run_writes_every_figure_the_issue_names(tmp_path: Path) -> None
         "evicted_cold_vs_sdk",
         "reopen_cold_vs_sdk",
         "append_kept",
+        "telemetry_overhead",
     }
     assert report["ratios"]["append_kept"] == 1.0
+    assert report["telemetry_overhead"] == report["ratios"]["telemetry_overhead"] > 0
+    assert report["details"]["telemetry"]["spans_exported"] > 0  # the traced side was traced
     side = report["side_by_side"]
     assert side["evicted_compile_cold"] > 0  # the same compile with render snapshots off
     assert set(side["reopen_cold"]) == set(side["reopen"]) == {"40", "80", "160"}
