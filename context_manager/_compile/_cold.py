@@ -102,7 +102,7 @@ def made_at(
 ) -> int | None:
     """Where ``reply``'s window started (its stamp's ``start``), when that is a clean
     start at or after ``base`` and the tail from it fits ``cap`` (``None``: an open round's
-    reply, which goes out as recorded, VENDOR_RULES 6: a window does not jump mid-round,
+    reply, which goes out as recorded, provider rule 6: a window does not jump mid-round,
     so it starts where the reply was made whatever the cap; shedding still applies). A
     branch with no window start of its own (made at an earlier point, ``branch_at``) then
     starts where its newest reply was made, so that reply's thinking stays valid.
