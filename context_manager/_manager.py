@@ -45,10 +45,11 @@ from ._model._errors import (
 )
 from ._model._head import Head, ThinkingBinding
 from ._model._messages import MessageId, MessageMeta, Role, StoredMessage, check_role, coerce_meta
+from ._model._process import PROCESS
 from ._model._request import sdk_request
 from ._model._results import CompileResult, ThinkingStrip
 from ._reasoning._capture import ReasoningCapture, resolve_without_sidecar
-from ._reconcile import Reconciliation
+from ._reconcile import KeyCache, Reconciliation
 from ._reconcile import reconcile as reconcile_params
 from ._store._hold import HOLD_TIMEOUT_SECONDS, Hold, LocalHolds, holder_identity
 from ._store._lineage import lineage_of
@@ -60,10 +61,6 @@ if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
 log = library_logger("context_manager")
-
-_STORES_WITHOUT_HOLD: dict[int, tuple[object, LocalHolds]] = {}
-"""Process-local holds for stores that have no ``hold`` (each kept with its store, so its id is
-never reused while the entry lives); logged once per store."""
 
 MAIN_BRANCH = "main"
 """The branch a new namespace starts on."""
@@ -122,6 +119,7 @@ class ContextManager:
         self._async_locks: dict[str, tuple[asyncio.Lock, asyncio.AbstractEventLoop]] = {}
         self._branch = self._ensure_branch()
         self._compiler = Compiler(self)
+        self._reconcile_keys: KeyCache = {}
         self.last_reconciliation: Reconciliation | None = None
         """What the last ``reconcile`` stored, edited, folded or rewound (``None`` before one)."""
 
@@ -153,7 +151,7 @@ class ContextManager:
 
         Raises:
             TelemetryUnavailable: ``tracer_provider`` is given and ``opentelemetry-api`` is not
-                installed (``pip install context-manager[otel]``).
+                installed (``pip install thinking-context-manager[otel]``).
         """
         if not isinstance(namespace, str) or not namespace:
             raise InvalidValue(
@@ -212,13 +210,14 @@ class ContextManager:
             held: Hold = hold(self.namespace, timeout=timeout, holder=holder)
             return held
         # A store written against the protocol before holds: held in this process only.
-        if id(self.store) not in _STORES_WITHOUT_HOLD:
+        local = PROCESS.local_holds  # logged once per store
+        if id(self.store) not in local:
             log.warning(
                 "store_without_hold",
                 store=type(self.store).__name__,
                 effect="turns are held in this process only, not across processes or hosts",
             )
-        holds = _STORES_WITHOUT_HOLD.setdefault(id(self.store), (self.store, LocalHolds()))[1]
+        holds: LocalHolds = local.setdefault(id(self.store), (self.store, LocalHolds()))[1]
         wait = HOLD_TIMEOUT_SECONDS if timeout is None else timeout
         return holds.hold(self.store, self.namespace, wait, holder_identity(holder))
 
@@ -386,6 +385,7 @@ class ContextManager:
         ``None``; the next compile re-reads them from the store. Call when a fork's or a run's
         work ends (the runtime does, for ``Agent.forked`` and ``Runtime.ephemeral``)."""
         if key is None:
+            self._reconcile_keys.clear()
             self._compiler.forget_all()
             self._async_locks.clear()
             return
@@ -525,12 +525,22 @@ class ContextManager:
                 server-held ``thread`` (a ``ValueError``).
         """
         follow = isinstance(self.strategy, Passthrough) if follow_window is None else follow_window
+
+        def compile(head: Head, dry: bool) -> CompileResult:
+            return _for_the_sdk(self._compiler.compile(head, budget=None, dry_run=dry))
+
         done, result = reconcile_params(
-            self, params, follow_window=follow, dry_run=dry_run, boundary=boundary
+            self,
+            params,
+            compile=compile,
+            follow_window=follow,
+            dry_run=dry_run,
+            boundary=boundary,
+            keys=self._reconcile_keys,
         )
         if not dry_run:
             self.last_reconciliation = done
-        return result
+        return self._notify(result)
 
     def record_reply(
         self,

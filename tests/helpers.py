@@ -20,6 +20,7 @@ written). They assert nothing, so a test's meaning stays in the test.
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import os
 import signal
@@ -46,7 +47,7 @@ from context_manager import (
 )
 from context_manager._model import strip_cache_control
 from context_manager.runtime import Agent, RetryPolicy, Runtime
-from context_manager.simulator import BASE_URL, MODEL_MISMATCH, Simulator
+from context_manager.simulator import BASE_URL, MODEL_MISMATCH, Simulator, default_script
 
 READ_LOG_TOOL = {
     "name": "read_log",
@@ -399,3 +400,14 @@ def interrupt(child: subprocess.Popen[str]) -> None:
         return
     child.kill()
     raise AssertionError("the session did not end at Ctrl-C")
+
+
+class Recorder:
+    """The simulator's default script, keeping a copy of every request the model saw."""
+
+    def __init__(self) -> None:
+        self.seen: list[dict[str, Any]] = []
+
+    def __call__(self, request: dict[str, Any]) -> list[dict[str, Any]]:
+        self.seen.append(copy.deepcopy(request))
+        return default_script(request)

@@ -1102,6 +1102,8 @@ class ReliabilityMachine(RuleBasedStateMachine):
             assert texts == self.branches[f"{ref.id}@{ref.created}"].notices, ref.name
         self.runtime.teller._check()
         self.sim._check()
+        for _, cache in self.cm._compiler.caches():  # what the compiler keeps per branch
+            cache._check()
 
     @invariant()
     def the_transcript_parses_and_every_notice_is_the_agents(self) -> None:

@@ -223,6 +223,8 @@ def after_interrupt(args: argparse.Namespace) -> str:
         return f"what the demo stored so far is kept in {args.db}"
     if args.command == "transcript":
         return "nothing was written"
+    if args.command == "serve":
+        return "the console stopped; nothing was written"
     return "everything stored so far is kept"
 
 

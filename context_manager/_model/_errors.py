@@ -286,9 +286,11 @@ class TelemetryUnavailable(ContextManagerError, ImportError):
 
     def __init__(self) -> None:
         super().__init__(
-            "tracer_provider= needs the OpenTelemetry API: install context-manager[otel] "
+            "tracer_provider= needs the OpenTelemetry API: install thinking-context-manager[otel] "
             "(and an SDK of your choice, e.g. opentelemetry-sdk), or leave tracer_provider unset"
         )
+
+
 class TokensFileError(ContextManagerError, ValueError):
     """The console's tokens file cannot be used; the message names the file, the line and why."""
 

@@ -51,10 +51,16 @@ def line_form(text: str) -> LineForm | None:
     if "Some of your earlier reasoning is no longer in your context:" in text:
         return "count"
     return "head"
+
+
 ASKER_KEY = "asker"
 """The ``metadata.extra`` key naming who asked the turn a message belongs to (the runtime's
 ``run_turn(..., asker=...)``): the trigger, its tool results and its replies carry it. The live
 view shows a reply's reasoning only to its asker and the owner."""
+
+STRIP_KEY = "strip"
+"""The ``metadata.extra`` key of a reply recorded by the runtime holding the strip of the compile
+that produced it, when it had one: ``{"cause", "changed", "replies", "blocks"}``."""
 
 DROPPED_KEY = "dropped"
 """The ``metadata.extra`` key of a reply recorded by the runtime listing the thinking blocks the

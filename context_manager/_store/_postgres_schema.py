@@ -187,4 +187,3 @@ def open_versioned(
                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 (APPLICATION, str(number + 1)),
             )
-

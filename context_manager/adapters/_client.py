@@ -19,7 +19,7 @@ import attrs
 
 from context_manager._compile._caching import Caching
 from context_manager._compile._strategies import Strategy
-from context_manager._manager import ContextManager
+from context_manager._manager import ContextManager, TracerProviderOption
 from context_manager._model._errors import InvalidType
 from context_manager._model._head import ThinkingBinding
 from context_manager._reasoning._capture import ReasoningCapture
@@ -149,6 +149,7 @@ class _Managed:
         caching: Caching | None = None,
         teller: ReasoningLossTeller | None = None,
         agents: ManagedAgents | None = None,
+        tracer_provider: TracerProviderOption = None,
     ) -> None:
         if agents is None:
             if store is None or agent is None:
@@ -161,6 +162,7 @@ class _Managed:
                 reasoning=reasoning,
                 caching=caching,
                 teller=teller,
+                tracer_provider=tracer_provider,
             )
         self._client = client
         self.agents: ManagedAgents = agents

@@ -123,6 +123,11 @@ class ReasoningHub:
         """Whether anything listens: a sink, a subscriber, or a console serving the agent."""
         return self._sink() is not None or bool(self._subscribers) or self._served > 0
 
+    @property
+    def call(self) -> str | None:
+        """The compile id of the call streaming now, or ``None``."""
+        return self._call
+
     def serve(self, on: bool) -> None:
         """A console starts (``True``) or stops serving the agent: keep a buffer meanwhile."""
         self._served = max(0, self._served + (1 if on else -1))
