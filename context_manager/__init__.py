@@ -35,7 +35,7 @@ from ._model._content import (
     blocks_to_wire,
     converter,
 )
-from ._model._editing import ClearThinking, ClearToolUses, ContextEditing
+from ._model._editing import CallEdits, ClearThinking, ClearToolUses, ContextEditing
 from ._model._errors import (
     AgentBusy,
     AgentNotFound,
@@ -45,6 +45,7 @@ from ._model._errors import (
     BranchNotFound,
     CommandLineError,
     ContextManagerError,
+    DamagedDatabase,
     InFlightThinkingInvalid,
     InvalidBranchName,
     InvalidContent,
@@ -55,6 +56,7 @@ from ._model._errors import (
     NotADatabase,
     OverBudget,
     SchemaTooNew,
+    StoreBusy,
     StorePathError,
     StoreRefused,
     StoreUnavailable,
@@ -79,6 +81,7 @@ from ._model._results import CompileResult, ProvenanceEntry, Source, ThinkingStr
 from ._model._usage import CallUsage, usage_of
 from ._reasoning._audit import AuditResult, ReasoningPart, UntrustedText, read_reasoning
 from ._reasoning._capture import ReasoningCapture, warn_if_reasoning_unconfigured
+from ._reasoning._live import ReasoningEvent
 from ._reasoning._store import MemoryReasoningStore, ReasoningStore, SQLiteReasoningStore
 from ._reconcile import FrameworkParamsInvalid, Reconciliation
 from ._store._hold import Hold
@@ -103,6 +106,7 @@ __all__ = [
     "BranchRecord",
     "BranchRef",
     "Caching",
+    "CallEdits",
     "CallUsage",
     "ClearThinking",
     "ClearToolUses",
@@ -111,6 +115,7 @@ __all__ = [
     "ContextEditing",
     "ContextManager",
     "ContextManagerError",
+    "DamagedDatabase",
     "Fold",
     "FrameworkParamsInvalid",
     "Head",
@@ -137,6 +142,7 @@ __all__ = [
     "ProvenanceEntry",
     "Readability",
     "ReasoningCapture",
+    "ReasoningEvent",
     "ReasoningPart",
     "ReasoningStore",
     "Reconciliation",
@@ -148,6 +154,7 @@ __all__ = [
     "SchemaTooNew",
     "Source",
     "Store",
+    "StoreBusy",
     "StorePathError",
     "StoreRefused",
     "StoreUnavailable",

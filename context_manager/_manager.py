@@ -48,7 +48,7 @@ from ._model._process import PROCESS
 from ._model._request import sdk_request
 from ._model._results import CompileResult, ThinkingStrip
 from ._reasoning._capture import ReasoningCapture, resolve_without_sidecar
-from ._reconcile import Reconciliation
+from ._reconcile import KeyCache, Reconciliation
 from ._reconcile import reconcile as reconcile_params
 from ._store._hold import HOLD_TIMEOUT_SECONDS, Hold, LocalHolds, holder_identity
 from ._store._lineage import lineage_of
@@ -118,6 +118,7 @@ class ContextManager:
         self._async_locks: dict[str, tuple[asyncio.Lock, asyncio.AbstractEventLoop]] = {}
         self._branch = self._ensure_branch()
         self._compiler = Compiler(self)
+        self._reconcile_keys: KeyCache = {}
         self.last_reconciliation: Reconciliation | None = None
         """What the last ``reconcile`` stored, edited, folded or rewound (``None`` before one)."""
 
@@ -149,7 +150,7 @@ class ContextManager:
 
         Raises:
             TelemetryUnavailable: ``tracer_provider`` is given and ``opentelemetry-api`` is not
-                installed (``pip install context-manager[otel]``).
+                installed (``pip install thinking-context-manager[otel]``).
         """
         if not isinstance(namespace, str) or not namespace:
             raise InvalidValue(
@@ -316,15 +317,20 @@ class ContextManager:
             InvalidValue: unknown role (also a ``ValueError``).
             InvalidType: content is not blocks or wire dicts, or the metadata is not a dict
                 (also a ``TypeError``; the message names the item).
-            InvalidContent: a malformed block (``{"type": "text", "text": 5}``) or a message
-                with nothing to send (``""``); nothing is written.
+            InvalidContent: a malformed block (``{"type": "text", "text": 5}``) or a user or
+                system message with nothing to send (``""``); nothing is written.
         """
         checked = check_role(role)
         where = f"{checked} message"
         blocks = coerced_content(content, where)
         meta = coerce_meta(metadata)
+        # an assistant message is a record of what the model said, an empty answer included
+        # (sent with a placeholder); a user or system message with nothing in it is a mistake
         check_not_empty(
-            blocks, where, allowed=checked == "system" and "output_config" in meta.extra
+            blocks,
+            where,
+            allowed=checked == "assistant"
+            or (checked == "system" and "output_config" in meta.extra),
         )
         message_id = self.store.append(self.namespace, self._branch.key, checked, blocks, meta).id
         self.telemetry.stored(self._branch.key, message_id, meta, blocks)
@@ -376,6 +382,7 @@ class ContextManager:
         ``None``; the next compile re-reads them from the store. Call when a fork's or a run's
         work ends (the runtime does, for ``Agent.forked`` and ``Runtime.ephemeral``)."""
         if key is None:
+            self._reconcile_keys.clear()
             self._compiler.forget_all()
             self._async_locks.clear()
             return
@@ -515,12 +522,22 @@ class ContextManager:
                 server-held ``thread`` (a ``ValueError``).
         """
         follow = isinstance(self.strategy, Passthrough) if follow_window is None else follow_window
+
+        def compile(head: Head, dry: bool) -> CompileResult:
+            return _for_the_sdk(self._compiler.compile(head, budget=None, dry_run=dry))
+
         done, result = reconcile_params(
-            self, params, follow_window=follow, dry_run=dry_run, boundary=boundary
+            self,
+            params,
+            compile=compile,
+            follow_window=follow,
+            dry_run=dry_run,
+            boundary=boundary,
+            keys=self._reconcile_keys,
         )
         if not dry_run:
             self.last_reconciliation = done
-        return result
+        return self._notify(result)
 
     def record_reply(
         self,

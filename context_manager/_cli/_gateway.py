@@ -21,7 +21,9 @@ from ._otel import OTEL_CHOICES, tracing_for
 
 CLAUDE_API = "https://api.anthropic.com"
 API_KEY_VARIABLE = "ANTHROPIC_API_KEY"
-INSTALL_HINT = "the gateway needs starlette and uvicorn: pip install 'context-manager[gateway]'"
+INSTALL_HINT = (
+    "the gateway needs starlette and uvicorn: pip install 'thinking-context-manager[gateway]'"
+)
 
 
 def add_gateway(commands: Any, common: argparse.ArgumentParser, handler: Any) -> None:

@@ -2,7 +2,8 @@
 
 The only place logging is configured (never at library import): structlog events go to stderr,
 human-readable, warnings and up unless ``--verbose``; stdout carries only the program's output.
-Exit codes: 0 done, 2 bad input (one line on stderr), 130 interrupted (Ctrl-C).
+Exit codes: 0 done, 1 a non-interactive `run` in which a turn failed, 2 bad input (one line on
+stderr), 130 interrupted or stopped (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from ._db import SIDECAR_SUFFIX, CliError
 from ._demo import run_demo
 from ._gateway import add_gateway, serve_gateway
 from ._otel import OTEL_CHOICES
-from ._run import run_session
+from ._run import Stopped, run_session
 from ._serve import add_serve_commands, demo_then_serve
 from ._transcript import show_transcript
 
@@ -111,7 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
         "is stored as it happens; a second run on the same file continues the same agent and "
         "branch. Commands: /fork NAME, /switch NAME, /delete NAME, /branches, /tools, /system "
         "TEXT, /fold, /notices, /help, /quit.",
-        epilog="Exit codes: 0 at /quit or end of input, 2 bad input, 130 at Ctrl-C (nothing "
+        epilog="Exit codes: 0 at /quit or end of input, 1 at the end of input when a turn failed "
+        "(stdin not a terminal), 2 bad input, 130 at Ctrl-C (nothing "
         "stored is lost; an interrupted turn is finished by the next run).",
     )
     run.add_argument(
@@ -204,8 +206,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CliError, ContextManagerError) as err:
         print(f"{PROG}: error: {_one_line(str(err))}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted; {after_interrupt(args)}", file=sys.stderr)
+    except KeyboardInterrupt as err:
+        said = "stopped" if isinstance(err, Stopped) else "interrupted"
+        print(f"{PROG}: {said}; {after_interrupt(args)}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # e.g. `| head`: the reader left; not an error of ours
         _silence_stdout()
@@ -220,6 +223,8 @@ def after_interrupt(args: argparse.Namespace) -> str:
         return f"what the demo stored so far is kept in {args.db}"
     if args.command == "transcript":
         return "nothing was written"
+    if args.command == "serve":
+        return "the console stopped; nothing was written"
     return "everything stored so far is kept"
 
 

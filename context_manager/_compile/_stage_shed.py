@@ -16,6 +16,7 @@ from ._fold import FoldRequest
 from ._render import RenderContext, RenderState
 from ._run import Draft, Run
 from ._shed import plan_shed
+from ._stage_edit import pressure_tokens
 from ._stage_fold import carry_ages
 from ._strategies import Window
 
@@ -30,7 +31,7 @@ def shed(run: Run, draft: Draft) -> Generator[FoldRequest, str, Draft]:
         return draft
     if isinstance(m.strategy, Window) and not m.strategy.shed_thinking:
         return draft
-    if draft.state.total_tokens <= limit[1]:
+    if pressure_tokens(run, draft) <= limit[1]:
         return draft
     state = shed_thinking(run, draft.ctx, draft.state, limit[0], draft.pending())
     return attrs.evolve(draft, state=state)

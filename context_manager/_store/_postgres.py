@@ -59,6 +59,7 @@ from context_manager._store._sqlite import _RELEASE_COLUMNS, _is_stamp, _release
 
 from ._hold import Hold, holder_identity
 from ._postgres_hold import HoldConnections, PostgresHold, describe_holder
+from ._postgres_probe import probe_server
 from ._postgres_schema import LOCK_CLASS, open_versioned
 
 if TYPE_CHECKING:
@@ -103,7 +104,10 @@ class PostgresStore:
     Raises:
         ImportError: psycopg is not installed
             (``pip install 'thinking-context-manager[postgres]'``).
-        StoreUnavailable: the server cannot be reached.
+        StoreRefused: at once, with the server's own reason: the database does not exist, the
+            login failed, or the connection string cannot be read.
+        StoreUnavailable: the server cannot be reached within ``connect_timeout`` (the cause
+            named).
         NotADatabase: the schema holds tables this library did not write.
         SchemaTooNew: the schema was written by a newer version; nothing was written.
     """
@@ -127,12 +131,16 @@ class PostgresStore:
         self._owns_pool = isinstance(target, str)
         if isinstance(target, str):
             self.where = _describe(psycopg, target)
+            unreachable = probe_server(psycopg, target, self.where, connect_timeout)
             self._pool: psycopg_pool.ConnectionPool[Any] = psycopg_pool.ConnectionPool(
                 target,
                 min_size=1,
                 max_size=max(2, max_connections),
                 kwargs={"autocommit": True},
                 configure=self._configure,
+                # a pooled connection is checked as it is handed out: after a server restart
+                # the first call gets a live one, never the dead one the restart left idle
+                check=psycopg_pool.ConnectionPool.check_connection,
                 open=False,
                 name="context-manager",
             )
@@ -141,6 +149,8 @@ class PostgresStore:
             except psycopg_pool.PoolTimeout as err:
                 self._pool.close()
                 why = f"no connection within {connect_timeout:g} s"
+                if unreachable:
+                    why += f": {unreachable}"
                 raise StoreUnavailable(self.where, why) from err
         else:
             self._pool = target

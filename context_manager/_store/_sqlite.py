@@ -51,7 +51,13 @@ from ._protocol import (
 )
 from ._read import check_limit, select_window
 from ._sql import MESSAGE_COLUMNS, segment_queries
-from ._sqlite_file import connect, open_versioned, transaction
+from ._sqlite_file import (
+    BUSY_TIMEOUT_SECONDS,
+    busy_guard,
+    connect,
+    open_versioned,
+    transaction,
+)
 
 APPLICATION_ID = 0x434D4752
 """``PRAGMA application_id`` marking a file as ours ("CMGR")."""
@@ -143,11 +149,25 @@ log = library_logger("context_manager.store")
 class SQLiteStore:
     """A durable ``Store`` in one SQLite file (``":memory:"`` works too, for experiments)."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, busy_timeout: float = BUSY_TIMEOUT_SECONDS
+    ) -> None:
+        """Open (or create) the store in ``path``.
+
+        ``busy_timeout``: seconds a write waits while another connection or process holds the
+        file's write lock, before ``StoreBusy``.
+
+        Raises:
+            StorePathError: ``path`` is a folder, or its folder does not exist.
+            NotADatabase: the file is not a context-manager database (``DamagedDatabase``:
+                one cut short or corrupted).
+            SchemaTooNew: written by a newer version of this library; nothing was written.
+            StoreBusy: another connection held the write lock while the schema was set up.
+        """
         self.path = os.fspath(path)
         self._lock = threading.RLock()
         self._holds = LocalHolds()
-        self._db = connect(self.path)
+        self._db = connect(self.path, busy_timeout)
         try:
             open_versioned(
                 self._db,
@@ -162,7 +182,7 @@ class SQLiteStore:
             raise
 
     def _transaction(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
-        return transaction(self._db, self._lock)
+        return transaction(self._db, self._lock, self.path)
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:
@@ -172,7 +192,8 @@ class SQLiteStore:
         back whole if it raises. Other threads wait for the batch to finish.
         """
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
+            with busy_guard(self.path, self._db):
+                self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield
             except BaseException:

@@ -58,6 +58,11 @@ class Prepared:
     """When the call was prepared (``time.time_ns()``): its ``chat`` span begins there."""
 
 
+def _on(current: str, named: str) -> bool:
+    """True when ``current`` is ``named`` or a branch a rewind started from it."""
+    return current == named or current.startswith(f"{named}~")
+
+
 class ManagedAgents:
     """The agents one managed client serves, over one store.
 
@@ -114,12 +119,16 @@ class ManagedAgents:
         raise AgentUnknown(f"agent must be a namespace or (namespace, branch), got {ref!r}")
 
     def context(self, namespace: str, branch: str | None = None) -> ContextManager:
-        """The agent's context, on ``branch`` when given (forked from the current one if new)."""
+        """The agent's context, on ``branch`` when given (forked from the current one if new).
+
+        A branch a rewind started from ``branch`` (``branch~1``, ``branch~1~1``, ...) counts as
+        ``branch``: the framework went on there, so the call stays on it.
+        """
         with self._lock:
             cm = self._contexts.get(namespace)
             if cm is None:
                 cm = self._open(namespace)
-            if branch is not None and cm.current_branch().name != branch:
+            if branch is not None and not _on(cm.current_branch().name, branch):
                 if branch in {ref.name for ref in cm.list_branches()}:
                     cm.switch_branch(branch)
                 else:

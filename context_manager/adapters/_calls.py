@@ -69,9 +69,9 @@ def call_kwargs(
     """
     names = keywords_of(method)
     kwargs: dict[str, Any] = {}
-    extra: dict[str, Any] = {}
+    extra: dict[str, Any] = dict(request.get("extra_body") or {}) if keep_unknown else {}
     for key, value in request.items():
-        if key == "betas":
+        if key in ("betas", "extra_body"):
             continue
         if key in names:
             kwargs[key] = value

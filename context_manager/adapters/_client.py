@@ -20,6 +20,7 @@ import attrs
 from context_manager._compile._caching import Caching
 from context_manager._compile._strategies import Strategy
 from context_manager._manager import ContextManager, TracerProviderOption
+from context_manager._model._errors import InvalidType
 from context_manager._model._head import ThinkingBinding
 from context_manager._reasoning._capture import ReasoningCapture
 from context_manager._store._protocol import Store
@@ -152,7 +153,7 @@ class _Managed:
     ) -> None:
         if agents is None:
             if store is None or agent is None:
-                raise TypeError("a managed client needs a store and an agent")
+                raise InvalidType("a managed client needs a store and an agent")
             agents = ManagedAgents(
                 store,
                 agent,
