@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import THINKING_HEAD, calling_script, invalid_calls, runtime_on
+from helpers import THINKING_HEAD, calling_script, invalid_calls, notice_texts, runtime_on
 
 from context_manager import (
     ApiTokenCounter,
@@ -235,3 +235,25 @@ async def test_transcript_usage_shows_what_the_server_cleared_per_turn(
     assert per_turn[2]["cleared_tool_uses"] == 3
     tokens = sum(e.cleared_input_tokens for e in turns[2].edits)
     assert f"turn 3: the server cleared 3 tool uses and 0 thinking turns ({tokens} input" in text
+
+
+async def test_thinking_the_server_clears_is_told_once_per_growth_in_the_count_form() -> None:
+    sim = Simulator()
+    runtime = runtime_on(sim)
+    editing = ContextEditing(clear_tool_uses=None, clear_thinking=ClearThinking(keep_turns=1))
+    ada = runtime.register(Agent("ada", HEAD, editing=editing))
+    told = []
+    for text in ("first", "second", "third", "fourth"):
+        result = await ada.run_turn(text)
+        told.append(len(result.notices))
+
+    assert sim.requests[-1]["context_management"] == editing.to_wire()
+    assert [e.cleared_thinking_turns for e in result.edits] == [2]
+    assert told == [0, 0, 1, 1]  # the third call clears one turn, the fourth one more
+    line = (
+        "[reasoning] ada: Some of your earlier reasoning is no longer in your context: the "
+        "reasoning behind at least one of your replies. Their words are still here. Re-read "
+        "before relying on an earlier decision."
+    )
+    assert notice_texts(ada) == [line, line]
+    assert invalid_calls(sim) == []

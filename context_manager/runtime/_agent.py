@@ -46,6 +46,7 @@ from context_manager._store._protocol import branch_key
 from notices import ReasoningLossTeller, TurnState
 
 from ._calls import RetryPolicy, stream_call
+from ._cleared import ClearedThinking
 from ._live import ReasoningHub, ReasoningSink, Subscription
 from ._tools import ToolCall, ToolFunction, run_tool
 
@@ -129,6 +130,7 @@ class Agent:
     _hold_timeout: float | None = attrs.field(default=None, init=False, repr=False)
     _holder: str | None = attrs.field(default=None, init=False, repr=False)
     _teller: ReasoningLossTeller | None = attrs.field(default=None, init=False, repr=False)
+    _cleared: ClearedThinking = attrs.field(factory=ClearedThinking, init=False, repr=False)
     _asker: str | None = attrs.field(default=None, init=False, repr=False)
     removed: bool = attrs.field(default=False, init=False)
 
@@ -487,6 +489,7 @@ class Agent:
                 replies.append(reply)
                 usage.append(self._log_usage(message, result))
                 edits.append(CallEdits.of(message))
+                self._deliver(self._cleared.line(self.name, result.branch, edits[-1]))
                 self._tell_drops(message, result)
             stop_reason = getattr(message, "stop_reason", None)
             uses = [b for b in to_blocks(message) if isinstance(b, ToolUseBlock)]
