@@ -453,18 +453,21 @@ class ContextManager(CompileObservers):
         def compile(head: Head, dry: bool) -> CompileResult:
             return _for_the_sdk(self._compiler.compile(head, budget=None, dry_run=dry))
 
-        done, result = reconcile_params(
-            self,
-            params,
-            compile=compile,
-            follow_window=follow,
-            dry_run=dry_run,
-            boundary=boundary,
-            keys=self._reconcile_keys,
-        )
-        if not dry_run:
-            self.last_reconciliation = done
-        return self._notify(result)
+        with self.telemetry.compiling(dry_run) as span:  # the compile span covers the reading
+            done, result = reconcile_params(
+                self,
+                params,
+                compile=compile,
+                follow_window=follow,
+                dry_run=dry_run,
+                boundary=boundary,
+                keys=self._reconcile_keys,
+            )
+            if not dry_run:
+                self.last_reconciliation = done
+            result = self._notify(result)
+            self.telemetry.compiled(span, result, self.get_message)
+            return result
 
     def record_reply(
         self,
