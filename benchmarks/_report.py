@@ -8,7 +8,8 @@ issue 18 adds ``sdk_create``, ``reopen_by_size``, ``cache_bytes_per_agent`` and 
 ``full_window_vs_sdk``, ``reopen_vs_sdk``, ``steady_vs_sdk``, ``reopen_flatness``,
 ``cache_bytes_per_agent`` and ``evicted_compile_vs_sdk``.
 issue 16 adds ``append_on_kept_blocks``, ``append_off_kept_blocks``, ``append_on_head_lines``,
-``append_off_head_lines`` and ``ratios.append_kept``. Seconds throughout.
+``append_off_head_lines`` and ``ratios.append_kept``; issue 32 adds ``telemetry_overhead``
+(steady compile with OpenTelemetry tracing over without, also in ``ratios``). Seconds throughout.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._cache import SessionUsage
+from ._telemetry import TELEMETRY_MAX
 from ._told import ToldReport
 
 FLATNESS_MAX = 1.5
@@ -74,6 +76,7 @@ REQUIRED_KEYS = (
     "append_off_kept_blocks",
     "append_on_head_lines",
     "append_off_head_lines",
+    "telemetry_overhead",
     "ratios",
     "machine",
 )
@@ -155,6 +158,7 @@ def build_report(
     cache: Mapping[str, SessionUsage],
     side_by_side: Mapping[str, Any],
     append: Mapping[str, Any],
+    telemetry: Mapping[str, Any],
 ) -> dict[str, Any]:
     """Assemble the report; ratios are taken on the smallest and largest sizes measured.
 
@@ -184,6 +188,7 @@ def build_report(
         "evicted_cold_vs_sdk": side_by_side.get("evicted_compile_cold", 0.0) / sdk,
         "reopen_cold_vs_sdk": cold_reopens.get(str(side_by_side["size"]), 0.0) / sdk,
         "append_kept": float(append["append_kept"]),
+        "telemetry_overhead": float(telemetry["telemetry_overhead"]),
     }
     share = cache["compiler"].read_share
     targets = {
@@ -210,6 +215,10 @@ def build_report(
         },
         "append_kept": {"limit": "== 1.0", "met": ratios["append_kept"] == 1.0},
         "append_on_head_lines": {"limit": "== 0", "met": append["append_on_head_lines"] == 0},
+        "telemetry_overhead": {
+            "limit": f"<= {TELEMETRY_MAX:g}",
+            "met": ratios["telemetry_overhead"] <= TELEMETRY_MAX,
+        },
     }
     return {
         "compile_steady": {str(size): seconds for size, seconds in sorted(steady.items())},
@@ -233,6 +242,7 @@ def build_report(
         "append_off_kept_blocks": append["append_off_kept_blocks"],
         "append_on_head_lines": append["append_on_head_lines"],
         "append_off_head_lines": append["append_off_head_lines"],
+        "telemetry_overhead": ratios["telemetry_overhead"],
         "ratios": ratios,
         "targets": targets,
         "worst_case": {"head_change": head_change, "fold": fold},
@@ -257,7 +267,12 @@ def build_report(
             }
             for policy, usage in cache.items()
         },
-        "details": {**details, "shedding": dict(shed), "append": dict(append)},
+        "details": {
+            **details,
+            "shedding": dict(shed),
+            "append": dict(append),
+            "telemetry": dict(telemetry),
+        },
         "config": dict(config),
         "machine": machine(),
     }

@@ -38,6 +38,7 @@ from ._scenarios import (
 from ._sdk import sdk_create
 from ._shed import shedding
 from ._storage import append_throughput, reopen
+from ._telemetry import telemetry_overhead
 from ._timing import clock, median, spread, timed
 from ._told import ToldReport, told_state
 
@@ -51,7 +52,6 @@ PROBE_SEED_SALT = 7_919
 """Probes continue a snapshot with their own (seeded) words, apart from the generator's."""
 
 
-
 @contextlib.contextmanager
 def snapshots_off() -> Iterator[None]:
     """Render snapshots off meanwhile: compiles render from the stored messages."""
@@ -60,6 +60,7 @@ def snapshots_off() -> Iterator[None]:
         yield
     finally:
         set_render_snapshots(True)
+
 
 @attrs.frozen
 class Config:
@@ -280,6 +281,8 @@ def _run(config: Config, place: Place, progress: Progress | None, work: Path) ->
     evicted = median(evicted_compile(probes[at], config.worst_repeats))
     with snapshots_off():  # the same compile rendering the window from the stored messages
         evicted_cold = median(evicted_compile(probes[at], config.worst_repeats))
+    say(f"telemetry: steady compiles at {at:,} with OpenTelemetry tracing on and off")
+    telemetry = telemetry_overhead(probes[at], config.repeats)
     for probe in probes.values():
         probe.store.close()
 
@@ -313,6 +316,7 @@ def _run(config: Config, place: Place, progress: Progress | None, work: Path) ->
     return build_report(
         shed=shed,
         append=appended,
+        telemetry=telemetry,
         config=attrs.asdict(config),
         steady={size: median(samples) for size, samples in steady.items()},
         baseline=baseline,

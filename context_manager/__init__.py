@@ -35,7 +35,7 @@ from ._model._content import (
     blocks_to_wire,
     converter,
 )
-from ._model._editing import ClearThinking, ClearToolUses, ContextEditing
+from ._model._editing import CallEdits, ClearThinking, ClearToolUses, ContextEditing
 from ._model._errors import (
     AgentBusy,
     AgentNotFound,
@@ -45,6 +45,7 @@ from ._model._errors import (
     BranchNotFound,
     CommandLineError,
     ContextManagerError,
+    DamagedDatabase,
     InFlightThinkingInvalid,
     InvalidBranchName,
     InvalidContent,
@@ -55,9 +56,11 @@ from ._model._errors import (
     NotADatabase,
     OverBudget,
     SchemaTooNew,
+    StoreBusy,
     StorePathError,
     StoreRefused,
     StoreUnavailable,
+    TelemetryUnavailable,
 )
 from ._model._head import Head, ThinkingBinding
 from ._model._log import LibraryLogger, library_logger
@@ -78,6 +81,7 @@ from ._model._results import CompileResult, ProvenanceEntry, Source, ThinkingStr
 from ._model._usage import CallUsage, usage_of
 from ._reasoning._audit import AuditResult, ReasoningPart, UntrustedText, read_reasoning
 from ._reasoning._capture import ReasoningCapture, warn_if_reasoning_unconfigured
+from ._reasoning._live import ReasoningEvent
 from ._reasoning._store import MemoryReasoningStore, ReasoningStore, SQLiteReasoningStore
 from ._reconcile import FrameworkParamsInvalid, Reconciliation
 from ._store._hold import Hold
@@ -85,6 +89,7 @@ from ._store._memory import MemoryStore
 from ._store._postgres import PostgresStore
 from ._store._protocol import BranchRecord, BranchRef, Store, branch_key
 from ._store._sqlite import SQLiteStore
+from ._telemetry import Telemetry
 
 __all__ = [
     "ASKER_KEY",
@@ -101,6 +106,7 @@ __all__ = [
     "BranchRecord",
     "BranchRef",
     "Caching",
+    "CallEdits",
     "CallUsage",
     "ClearThinking",
     "ClearToolUses",
@@ -109,6 +115,7 @@ __all__ = [
     "ContextEditing",
     "ContextManager",
     "ContextManagerError",
+    "DamagedDatabase",
     "Fold",
     "FrameworkParamsInvalid",
     "Head",
@@ -135,6 +142,7 @@ __all__ = [
     "ProvenanceEntry",
     "Readability",
     "ReasoningCapture",
+    "ReasoningEvent",
     "ReasoningPart",
     "ReasoningStore",
     "Reconciliation",
@@ -146,10 +154,13 @@ __all__ = [
     "SchemaTooNew",
     "Source",
     "Store",
+    "StoreBusy",
     "StorePathError",
     "StoreRefused",
     "StoreUnavailable",
     "StoredMessage",
+    "Telemetry",
+    "TelemetryUnavailable",
     "TextBlock",
     "ThinkingBinding",
     "ThinkingBlock",

@@ -95,14 +95,7 @@ def reasoning_loss_line(
         ValueError: an unknown form, a count below 1, or an option the form does not take
             (a reply or this_turn for at-least, a cause for count or at-least).
     """
-    if form not in LINE_FORMS:
-        raise InvalidValue(f"unknown line form {form!r}; expected one of {', '.join(LINE_FORMS)}")
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise InvalidValue(f"count must be an int of at least 1, got {count!r}")
-    if form != "head" and changed:
-        raise InvalidValue(f"a cause is named only in the head form, got changed={changed!r}")
-    if form == "at_least" and (reply is not None or this_turn):
-        raise InvalidValue("the at-least form names no reply and has no this-turn clause")
+    _check_line(form, count, changed, reply, this_turn)
     prefix = f"{MARKER} {_sanitize(agent)}: "
     name = name_reply(reply) if reply is not None else None
     if form == "head":
@@ -115,16 +108,37 @@ def reasoning_loss_line(
     if form == "at_least":
         body = f"the reasoning behind at least {_number(count)} of your replies."
         return f"{prefix}{_LOST} {body} {_WORDS} {_REREAD_EARLIER}"
+    reread = _REREAD_SINCE if name else _REREAD_EARLIER
+    return f"{prefix}{_LOST} {_count_body(count, name, this_turn)} {_WORDS} {reread}"
+
+
+def _check_line(
+    form: str,
+    count: object,
+    changed: Sequence[str],
+    reply: object,
+    this_turn: bool,
+) -> None:
+    """Raise ``InvalidValue`` for options ``reasoning_loss_line``'s form does not take."""
+    if form not in LINE_FORMS:
+        raise InvalidValue(f"unknown line form {form!r}; expected one of {', '.join(LINE_FORMS)}")
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise InvalidValue(f"count must be an int of at least 1, got {count!r}")
+    if form != "head" and changed:
+        raise InvalidValue(f"a cause is named only in the head form, got changed={changed!r}")
+    if form == "at_least" and (reply is not None or this_turn):
+        raise InvalidValue("the at-least form names no reply and has no this-turn clause")
+
+
+def _count_body(count: int, name: str | None, this_turn: bool) -> str:
+    """The count form's middle: how many replies, the first named, this turn's clause."""
     if count == 1:
         turn = ", one of this turn's steps" if this_turn else ""
         named = f", {name}" if name else ""
-        body = f"the reasoning behind one of your replies{named}{turn}."
-    else:
-        turn = ", this turn's earlier steps among them" if this_turn else ""
-        named = f", the first being {name}" if name else ""
-        body = f"the reasoning behind {count} of your replies{named}{turn}."
-    reread = _REREAD_SINCE if name else _REREAD_EARLIER
-    return f"{prefix}{_LOST} {body} {_WORDS} {reread}"
+        return f"the reasoning behind one of your replies{named}{turn}."
+    turn = ", this turn's earlier steps among them" if this_turn else ""
+    named = f", the first being {name}" if name else ""
+    return f"the reasoning behind {count} of your replies{named}{turn}."
 
 
 def cause_clause(changed: Sequence[str]) -> str:

@@ -49,7 +49,20 @@ def postgres_server() -> Iterator[Server]:
         data = os.environ.get("CONTEXT_MANAGER_POSTGRES_DATA")
         yield Server(dsn=given, data=Path(data) if data else None)
         return
-    folder = Path(tempfile.mkdtemp(prefix="context-manager-pg-"))
+    yield from _throwaway_server("context-manager-pg-")
+
+
+@pytest.fixture
+def private_postgres() -> Iterator[Server]:
+    """A PostgreSQL server of this test's own, for tests that restart or stop it (the session's
+    server is shared by every test and, under xdist, by every worker)."""
+    yield from _throwaway_server("context-manager-pg-private-")
+
+
+def _throwaway_server(prefix: str) -> Iterator[Server]:
+    """A server started in a fresh folder, stopped and removed afterwards; the test is skipped
+    (or failed, with ``CONTEXT_MANAGER_REQUIRE_POSTGRES``) when none starts."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
     try:
         server = start_postgres(folder)
     except Exception as err:
@@ -119,8 +132,9 @@ def no_render_snapshots() -> Iterator[None]:
 # raises every other property test's examples with it.
 from hypothesis import settings as _hypothesis_settings  # noqa: E402
 
+_hypothesis_settings.register_profile("ci", max_examples=300, stateful_step_count=10, deadline=None)
 _hypothesis_settings.register_profile(
-    "ci", max_examples=300, stateful_step_count=10, deadline=None
+    "quick", max_examples=25, stateful_step_count=10, deadline=None
 )
 _hypothesis_settings.register_profile(
     "long", max_examples=3000, stateful_step_count=25, deadline=None

@@ -20,8 +20,10 @@ written). They assert nothing, so a test's meaning stays in the test.
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections import Counter
@@ -45,7 +47,7 @@ from context_manager import (
 )
 from context_manager._model import strip_cache_control
 from context_manager.runtime import Agent, RetryPolicy, Runtime
-from context_manager.simulator import BASE_URL, MODEL_MISMATCH, Simulator
+from context_manager.simulator import BASE_URL, MODEL_MISMATCH, Simulator, default_script
 
 READ_LOG_TOOL = {
     "name": "read_log",
@@ -337,6 +339,8 @@ def framework_params(
         "messages": list(messages),
         **more,
     }
+
+
 SUMMARIZED = {"type": "adaptive", "display": "summarized"}
 """A thinking setting under which the simulator streams readable thinking text."""
 
@@ -377,3 +381,33 @@ def slow_client(sim: Simulator, gate: asyncio.Event, after: int = 1) -> anthropi
     return anthropic.AsyncAnthropic(
         api_key="sim", base_url=BASE_URL, http_client=http_client, max_retries=0
     )
+
+
+def interrupt(child: subprocess.Popen[str]) -> None:
+    """Ctrl-C, as a user presses it: again if the process has not ended a while later.
+
+    Stdin stays open meanwhile (its end of input would end the session with 0 instead). A
+    Ctrl-C landing just as a turn's event loop finishes can go unseen (``asyncio.Runner``
+    cancels nothing once its task is done, and raises nothing after), and a user would press
+    it again.
+    """
+    for _ in range(5):
+        child.send_signal(signal.SIGINT)
+        try:
+            child.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            continue
+        return
+    child.kill()
+    raise AssertionError("the session did not end at Ctrl-C")
+
+
+class Recorder:
+    """The simulator's default script, keeping a copy of every request the model saw."""
+
+    def __init__(self) -> None:
+        self.seen: list[dict[str, Any]] = []
+
+    def __call__(self, request: dict[str, Any]) -> list[dict[str, Any]]:
+        self.seen.append(copy.deepcopy(request))
+        return default_script(request)

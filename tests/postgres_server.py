@@ -95,8 +95,20 @@ def start(folder: Path) -> Server:
         shutil.chown(folder, "postgres")
     data = folder / "data"
     subprocess.run(
-        [*runner, str(bin_dir / "initdb"), "-D", str(data), "-U", SUPERUSER, "-A", "trust",
-         "-E", "UTF8", "--locale=C", "--no-sync"],
+        [
+            *runner,
+            str(bin_dir / "initdb"),
+            "-D",
+            str(data),
+            "-U",
+            SUPERUSER,
+            "-A",
+            "trust",
+            "-E",
+            "UTF8",
+            "--locale=C",
+            "--no-sync",
+        ],
         check=True,
         capture_output=True,
     )
@@ -106,8 +118,20 @@ def start(folder: Path) -> Server:
         "-c full_page_writes=off -c max_connections=200"
     )
     started = subprocess.run(
-        [*runner, str(bin_dir / "pg_ctl"), "-D", str(data), "-o", options, "-w", "-t", "60",
-         "-l", str(folder / "log"), "start"],
+        [
+            *runner,
+            str(bin_dir / "pg_ctl"),
+            "-D",
+            str(data),
+            "-o",
+            options,
+            "-w",
+            "-t",
+            "60",
+            "-l",
+            str(folder / "log"),
+            "start",
+        ],
         capture_output=True,
         text=True,
     )

@@ -56,8 +56,10 @@ def script(request: dict[str, Any]) -> list[Any]:
     content = last["content"] if isinstance(last["content"], list) else []
     said = " ".join(b.get("text", "") for b in content if b.get("type") == "text")
     if "use probe" in said and not any(b.get("type") == "tool_result" for b in content):
-        return [{"type": "thinking", "thinking": "look first"}, {"type": "tool_use",
-                "name": "probe", "input": {}}]
+        return [
+            {"type": "thinking", "thinking": "look first"},
+            {"type": "tool_use", "name": "probe", "input": {}},
+        ]
     return [{"type": "thinking", "thinking": f"on {said[:20]}"}, f"Answer to {said[:30]}"]
 
 
@@ -106,23 +108,46 @@ def assert_sound(sim: Simulator, ada: Agent, before: list[StoredMessage]) -> Non
     [
         pytest.param({"type": "thinking_dropped", "reason": PREFIX_MISMATCH}, id="missing-path"),
         pytest.param(
-            {"type": "thinking_dropped", "path": "messages.one.content.0",
-             "reason": PREFIX_MISMATCH}, id="non-numeric"),
+            {
+                "type": "thinking_dropped",
+                "path": "messages.one.content.0",
+                "reason": PREFIX_MISMATCH,
+            },
+            id="non-numeric",
+        ),
         pytest.param(
-            {"type": "thinking_dropped", "path": "messages.-1.content.0",
-             "reason": PREFIX_MISMATCH}, id="negative"),
+            {
+                "type": "thinking_dropped",
+                "path": "messages.-1.content.0",
+                "reason": PREFIX_MISMATCH,
+            },
+            id="negative",
+        ),
         pytest.param(
-            {"type": "thinking_dropped", "path": "messages.99.content.0",
-             "reason": PREFIX_MISMATCH}, id="out-of-range"),
+            {
+                "type": "thinking_dropped",
+                "path": "messages.99.content.0",
+                "reason": PREFIX_MISMATCH,
+            },
+            id="out-of-range",
+        ),
         pytest.param(
-            {"type": "thinking_dropped", "path": "messages.0.content.0",
-             "reason": PREFIX_MISMATCH}, id="not-a-thinking-block"),
+            {"type": "thinking_dropped", "path": "messages.0.content.0", "reason": PREFIX_MISMATCH},
+            id="not-a-thinking-block",
+        ),
         pytest.param(
             {"type": "thinking_dropped", "path": 12, "reason": PREFIX_MISMATCH},
-            id="path-not-text", marks=SDK_WARNS),
+            id="path-not-text",
+            marks=SDK_WARNS,
+        ),
         pytest.param(
-            {"type": "thinking_dropped", "path": "messages.1.content.0" + "0" * 40,
-             "reason": PREFIX_MISMATCH}, id="huge-index"),
+            {
+                "type": "thinking_dropped",
+                "path": "messages.1.content.0" + "0" * 40,
+                "reason": PREFIX_MISMATCH,
+            },
+            id="huge-index",
+        ),
     ],
 )
 async def test_a_malformed_drop_path_is_alerted_as_unplaced_and_tells_and_releases_nothing(
@@ -165,16 +190,32 @@ async def test_an_unplaced_drop_beside_a_placed_one_is_told_in_the_at_least_form
     "entry",
     [
         pytest.param(
-            {"type": "thinking_summarized", "path": "messages.1.content.0",
-             "reason": PREFIX_MISMATCH}, id="unknown-type"),
+            {
+                "type": "thinking_summarized",
+                "path": "messages.1.content.0",
+                "reason": PREFIX_MISMATCH,
+            },
+            id="unknown-type",
+        ),
         pytest.param(
-            {"type": "thinking_dropped", "path": "messages.1.content.0",
-             "reason": "cosmic_ray_binding_mismatch"}, id="unknown-reason"),
+            {
+                "type": "thinking_dropped",
+                "path": "messages.1.content.0",
+                "reason": "cosmic_ray_binding_mismatch",
+            },
+            id="unknown-reason",
+        ),
         pytest.param(
-            {"type": "thinking_dropped", "path": "messages.1.content.0"}, id="missing-reason"),
+            {"type": "thinking_dropped", "path": "messages.1.content.0"}, id="missing-reason"
+        ),
         pytest.param(
-            {"type": "thinking_mismatch_allowed", "path": "messages.1.content.0",
-             "reason": PREFIX_MISMATCH}, id="mismatch-allowed"),
+            {
+                "type": "thinking_mismatch_allowed",
+                "path": "messages.1.content.0",
+                "reason": PREFIX_MISMATCH,
+            },
+            id="mismatch-allowed",
+        ),
         pytest.param(42, id="a-number"),
         pytest.param("thinking_dropped", id="a-string"),
         pytest.param([1, 2], id="a-list"),
@@ -409,8 +450,9 @@ async def test_a_400_in_error_mode_names_the_block_and_the_next_turn_runs() -> N
     await ada.run_turn("first question")
     before = ada.context.messages()
     sim.force_drop(paths=["messages.1.content.0"], reason=PREFIX_MISMATCH)
-    with capture_logs() as logs, pytest.raises(
-        anthropic.BadRequestError, match=r"messages\.1\.content\.0"
+    with (
+        capture_logs() as logs,
+        pytest.raises(anthropic.BadRequestError, match=r"messages\.1\.content\.0"),
     ):
         await ada.run_turn("second question")
     (rejected,) = events(logs, "provider_rejected")

@@ -63,8 +63,11 @@ def test_a_smoke_run_writes_every_figure_the_issue_names(tmp_path: Path) -> None
         "evicted_cold_vs_sdk",
         "reopen_cold_vs_sdk",
         "append_kept",
+        "telemetry_overhead",
     }
     assert report["ratios"]["append_kept"] == 1.0
+    assert report["telemetry_overhead"] == report["ratios"]["telemetry_overhead"] > 0
+    assert report["details"]["telemetry"]["spans_exported"] > 0  # the traced side was traced
     side = report["side_by_side"]
     assert side["evicted_compile_cold"] > 0  # the same compile with render snapshots off
     assert set(side["reopen_cold"]) == set(side["reopen"]) == {"40", "80", "160"}
@@ -121,6 +124,8 @@ def test_shedding_keeps_more_thinking_than_jumping_and_all_of_the_newest_replies
     assert figures["shed_newest_50"] == 1.0
     assert figures["shed_kept_blocks"] >= 3 * figures["jump_kept_blocks"]
     assert figures["shed_tokens"] <= figures["budget_tokens"]
+
+
 def test_the_cache_session_is_one_conversation_and_the_compiler_reads_at_least_the_naive_share(
     tmp_path: Path,
 ) -> None:

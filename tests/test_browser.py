@@ -179,6 +179,8 @@ async def test_the_console_shows_a_demo_transcript_with_every_line_form_and_mark
         "count form",
         "at least form",
         "strip cause: tools",
+        "strip before this call: 2 blocks of 2 replies left out, cause head (tools)",
+        "cause messages",
         "signed …",
         "left out",
         "released",

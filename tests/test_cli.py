@@ -6,7 +6,6 @@ import datetime as dt
 import json
 import re
 import shutil
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -16,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import CLI_ENV, cli, snapshot
+from helpers import CLI_ENV, cli, interrupt, snapshot
 
 from context_manager import ContextManager, SQLiteStore, StoredMessage, TextBlock, ThinkingBlock
 from context_manager._cli._format import (
@@ -499,25 +498,6 @@ def test_run_over_stdin_forks_toggles_a_tool_and_a_second_run_continues_the_bran
     assert re.search(f"{added}\n.*{removed}", changes)
 
 
-def _interrupt(child: subprocess.Popen[str]) -> None:
-    """Ctrl-C, as a user presses it: again if the process has not ended a while later.
-
-    Stdin stays open meanwhile (its end of input would end the session with 0 instead). A
-    Ctrl-C landing just as a turn's event loop finishes can go unseen (``asyncio.Runner``
-    cancels nothing once its task is done, and raises nothing after), and a user would press
-    it again.
-    """
-    for _ in range(5):
-        child.send_signal(signal.SIGINT)
-        try:
-            child.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            continue
-        return
-    child.kill()
-    raise AssertionError("the session did not end at Ctrl-C")
-
-
 def test_run_stops_cleanly_at_ctrl_c_with_everything_stored(tmp_path: Path) -> None:
     path = tmp_path / "agent.db"
     child = subprocess.Popen(
@@ -535,12 +515,12 @@ def test_run_stops_cleanly_at_ctrl_c_with_everything_stored(tmp_path: Path) -> N
     for line in child.stdout:
         if "You said: remember this" in line:
             break
-    _interrupt(child)
+    interrupt(child)
     with child:  # closes its pipes
         assert child.stderr is not None
         err = child.stderr.read()
     assert child.returncode == 130
-    assert err.endswith("interrupted; everything stored so far is kept\n")
+    assert err.endswith("stopped; everything stored so far is kept\n")  # the turn had finished
     assert err.count("\n") == 1
     assert texts_on(path) == ["remember this", "You said: remember this"]
 

@@ -1,17 +1,23 @@
-"""Regressions of issue 17, item 14: the command line as a new user tries it."""
+"""Regressions of issue 17, item 14, and issue 35: the command line as a new user tries it."""
 
 from __future__ import annotations
 
+import gc
+import io
 import json
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
+import time
+import warnings
 from pathlib import Path
 
-from helpers import CLI_ENV, cli, snapshot
+import pytest
+from helpers import CLI_ENV, THINKING_HEAD, cli, interrupt, snapshot
 
-from context_manager import ContextManager, SQLiteStore
+from context_manager import ContextManager, MemoryStore, SQLiteStore
 
 
 def tool_round_db(path: Path) -> None:
@@ -34,12 +40,17 @@ def test_a_transcript_filtered_to_a_kind_nothing_has_says_no_message_matched(
     assert done.stdout.splitlines()[-1] == expected
 
 
-def test_json_lines_describe_tool_calls_and_results_in_their_text(tmp_path: Path) -> None:
+def test_json_lines_describe_tool_calls_and_results_in_their_summary_not_their_text(
+    tmp_path: Path,
+) -> None:
+    """``text`` is the message's text blocks only (issue 35: it invented text for tool blocks);
+    ``summary`` describes the tool calls and results of a message with no text."""
     tool_round_db(tmp_path / "a.db")
     done = cli("transcript", tmp_path / "a.db", "--json")
     assert done.returncode == 0, done.stderr
-    texts = [json.loads(line)["text"] for line in done.stdout.splitlines()]
-    assert texts == ["What time is it?", "called utc_time", "result: noon"]
+    records = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [r["text"] for r in records] == ["What time is it?", "", ""]
+    assert [r["summary"] for r in records] == [None, "called utc_time", "result: noon"]
 
 
 def test_the_demo_on_a_database_made_by_run_names_the_agent_there_not_a_demo_run(
@@ -131,3 +142,101 @@ def test_run_deletes_a_branch_with_delete_so_the_advice_of_fork_can_be_followed(
         "  main",
         "* side",
     ]
+
+
+# Issue 35: `run` at the boundaries of a turn.
+
+
+def run_child(path: Path, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "context_manager",
+            "run",
+            "--db",
+            str(path),
+            "--agent",
+            "ada",
+            *extra,
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=CLI_ENV | {"PYTHONUNBUFFERED": "1"},
+    )
+
+
+def test_run_exits_1_when_a_turn_failed_in_a_run_that_is_not_interactive(tmp_path: Path) -> None:
+    done = cli(
+        "run",
+        "--db",
+        tmp_path / "a.db",
+        "--agent",
+        "ada",
+        "--model",
+        "claude-opus-55",
+        stdin="hello\n",
+    )
+    assert done.returncode == 1, done.stderr
+    assert "the turn failed" in done.stdout
+    assert "model: claude-opus-55" in done.stdout
+
+
+def test_run_exits_0_when_every_turn_of_a_run_that_is_not_interactive_worked(
+    tmp_path: Path,
+) -> None:
+    done = cli("run", "--db", tmp_path / "a.db", "--agent", "ada", stdin="hello\n")
+    assert done.returncode == 0, done.stderr
+
+
+class _InterruptedRunner:
+    """An ``asyncio.Runner`` that Ctrl-C reaches just as it is handed the turn, before the
+    turn's coroutine starts (the window just after a line is read)."""
+
+    def run(self, coroutine: object) -> object:
+        raise KeyboardInterrupt
+
+
+def test_ctrl_c_just_after_a_line_warns_of_no_coroutine_never_awaited() -> None:
+    from context_manager._cli._run import Session
+    from context_manager.runtime import Agent, Runtime
+    from context_manager.simulator import Simulator
+
+    agent = Runtime(Simulator().client(), MemoryStore()).register(Agent("ada", THINKING_HEAD))
+    session = Session(agent, _InterruptedRunner(), io.StringIO(), color=False)  # type: ignore[arg-type]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(KeyboardInterrupt):
+            session.turn("hello")
+        gc.collect()
+    assert [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)] == []
+
+
+def _replied(path: Path) -> bool:
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+            row = db.execute("SELECT count(*) FROM messages WHERE role = 'assistant'").fetchone()
+    except sqlite3.Error:
+        return False
+    return bool(row[0])
+
+
+def test_ctrl_c_once_the_turn_has_answered_prints_the_reply_and_does_not_say_interrupted(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "a.db"
+    child = run_child(path)
+    assert child.stdin is not None
+    child.stdin.write("hello\n")
+    child.stdin.flush()
+    deadline = time.monotonic() + 60
+    while not _replied(path) and time.monotonic() < deadline:
+        time.sleep(0.002)
+    interrupt(child)
+    out, err = child.communicate(timeout=30)
+    assert child.returncode == 130
+    assert "You said: hello" in out
+    assert "interrupted" not in err
+    assert err.splitlines()[-1] == "context-manager: stopped; everything stored so far is kept"

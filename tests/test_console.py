@@ -11,10 +11,23 @@ from typing import Any
 import attrs
 import pytest
 
-from context_manager.runtime import Agent
+from context_manager import ContextManager, MemoryStore
+from context_manager.runtime import Agent, Runtime
 from context_manager.simulator import Simulator
-from context_manager.web import Access, Principal, reads_reasoning, sees_agent
-from tests.helpers import PROBE_HEAD, SUMMARIZED, runtime_on
+from context_manager.web import (
+    Access,
+    CallbackSource,
+    ConsoleServer,
+    Line,
+    Principal,
+    create_app,
+    read_transcript,
+    reads_reasoning,
+    sees_agent,
+)
+from context_manager.web._html import transcript_page
+from context_manager.web._source import pick_branch
+from tests.helpers import PROBE_HEAD, SUMMARIZED, runtime_on, slow_client
 
 OWNER, BOB, CAROL = "owner-token-0123456789", "bob-token-0123456789", "carol-token-0123456789"
 TOKENS = f"""
@@ -133,3 +146,98 @@ async def test_a_token_in_the_query_sets_a_cookie_once_and_redirects_without_it(
     assert (status, location) == (303, "/agents/ada?branch=main")
     assert "HttpOnly" in cookie
     assert "SameSite=strict" in cookie or "SameSite=Strict" in cookie
+
+
+def three_thoughts(request: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        *({"type": "thinking", "thinking": f"thought {n} " * 20} for n in range(3)),
+        {"type": "text", "text": "Done."},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("max_parts", "max_bytes", "parts", "truncated"),
+    [(256, 1 << 20, 3, False), (2, 1 << 20, 2, True), (256, 300, 1, True)],
+)
+async def test_the_durable_reasoning_answer_is_bounded_by_parts_and_bytes(
+    max_parts: int, max_bytes: int, parts: int, truncated: bool
+) -> None:
+    runtime = runtime_on(Simulator(script=three_thoughts))
+    agent = runtime.register(Agent("ada", HEAD))
+    reply = (await agent.run_turn("think thrice", asker="bob")).replies[0]
+    app = create_app(
+        CallbackSource(lambda: ["ada"], lambda _: agent.context, lambda _: None),
+        Access.parse(TOKENS),
+        max_parts=max_parts,
+        max_bytes=max_bytes,
+    )
+    async with ConsoleServer(app) as console:
+        status, body = await fetch(f"{console.url}/agents/ada/reasoning?cursor={reply}", BOB)
+    answer = json.loads(body)
+    assert (status, len(answer["parts"]), answer["truncated"]) == (200, parts, truncated)
+    assert answer["bytes"] <= max_bytes
+
+
+def test_the_view_marks_redacted_and_omitted_thinking_and_shows_a_compaction() -> None:
+    cm = ContextManager.open(MemoryStore(), namespace="ada")
+    cm.add_message("assistant", [{"type": "compaction", "content": "Earlier: the build broke."}])
+    cm.add_message("user", "go on")
+    cm.add_message(
+        "assistant",
+        [
+            {"type": "thinking", "thinking": "", "signature": "c2lnbmF0dXJlLW9uZQ=="},
+            {"type": "redacted_thinking", "data": "b3BhcXVlLWRhdGE="},
+            {"type": "text", "text": "On it."},
+        ],
+    )
+    record = pick_branch(cm, None)
+    assert record is not None
+    view = read_transcript(cm, record)
+    lines = [e for e in view.entries if isinstance(e, Line)]
+    assert [line.form for line in lines] == ["compaction", "user", "assistant"]
+    html = transcript_page(
+        "ada", "main", ["main"], view, lambda _: True, live=False, principal="alice"
+    )
+    assert "⟨thinking, signed …9uZQ, omitted⟩" in html
+    assert "⟨redacted, signed …hdGE⟩" in html
+    assert "compaction: Earlier: the build broke." in html
+    assert "show reasoning" not in html  # nothing readable to show
+
+
+def sse_events(url: str, token: str) -> list[tuple[str, dict[str, Any]]]:
+    """The live stream's events up to ``done``: ``(name, data)`` each."""
+    request = urllib.request.Request(url)
+    request.add_header("Authorization", f"Bearer {token}")
+    events: list[tuple[str, dict[str, Any]]] = []
+    with urllib.request.urlopen(request, timeout=10) as stream:
+        name = ""
+        for raw in stream:
+            line = raw.decode().rstrip("\n")
+            if line.startswith("event: "):
+                name = line.removeprefix("event: ")
+            elif line.startswith("data: "):
+                events.append((name, json.loads(line.removeprefix("data: "))))
+                if name == "done":
+                    return events
+    return events
+
+
+async def test_the_live_stream_sends_a_turns_reasoning_only_to_its_asker_and_the_owner() -> None:
+    gate = asyncio.Event()
+    runtime = Runtime(slow_client(Simulator(script=thought), gate, after=1), MemoryStore())
+    agent = runtime.register(Agent("ada", HEAD))
+    async with runtime.serve(Access.parse(TOKENS)) as console:
+        turn = asyncio.create_task(agent.run_turn("what broke?", asker="alice"))
+        while (p := agent.live.partial()) is None or not (p.text and p.text.value):
+            await asyncio.sleep(0.01)
+        url = f"{console.url}/agents/ada/live"
+        owner = asyncio.create_task(asyncio.to_thread(sse_events, url, OWNER))
+        other = asyncio.create_task(asyncio.to_thread(sse_events, url, BOB))
+        await asyncio.sleep(0.3)  # both connected, mid-call
+        gate.set()
+        reply = (await turn).replies[0]
+        seen_by_owner, seen_by_bob = await owner, await other
+    assert seen_by_owner[0][0] == "reasoning-partial"
+    text = "".join(data.get("text", "") for name, data in seen_by_owner if name != "done")
+    assert text == "SECRET-THOUGHT about what broke?"
+    assert seen_by_bob == [("done", {"call": seen_by_owner[-1][1]["call"], "reply": reply})]

@@ -484,8 +484,22 @@ def test_tool_result_content_that_is_not_text_or_blocks_is_a_type_error() -> Non
 
 # Hypothesis: the converter's round trips hold for any well-formed content.
 
-_KNOWN_FIELDS = {"type", "text", "thinking", "signature", "data", "id", "name", "input",
-                 "tool_use_id", "content", "is_error", "source", "raw", "extra"}
+_KNOWN_FIELDS = {
+    "type",
+    "text",
+    "thinking",
+    "signature",
+    "data",
+    "id",
+    "name",
+    "input",
+    "tool_use_id",
+    "content",
+    "is_error",
+    "source",
+    "raw",
+    "extra",
+}
 _json_leaf = (
     st.booleans()
     | st.integers()
@@ -519,14 +533,19 @@ _leaf_wire = st.one_of(
     st.builds(lambda d, e: _wire("redacted_thinking", {"data": d}, e), _text, _extra),
     st.builds(
         lambda i, n, inp, e: _wire("tool_use", {"id": i, "name": n, "input": inp}, e),
-        _text, _text, _object, _extra,
+        _text,
+        _text,
+        _object,
+        _extra,
     ),
     st.builds(lambda src, e: _wire("image", {"source": src}, e), _object, _extra),
     st.builds(
         lambda k, e: {"type": k, **e},
         st.text(min_size=1, max_size=12).filter(
-            lambda k: k not in {"text", "thinking", "redacted_thinking", "tool_use",
-                                "tool_result", "image"}
+            lambda k: (
+                k
+                not in {"text", "thinking", "redacted_thinking", "tool_use", "tool_result", "image"}
+            )
         ),
         _extra,
     ),
@@ -574,6 +593,7 @@ def test_no_block_ever_emits_a_none_field(wire: list[dict[str, Any]]) -> None:
 
 def _canonical_oracle(value: Any) -> bytes:
     """Canonical JSON as the binding rules define it, written with the standard library."""
+
     def strip(v: Any) -> Any:
         if isinstance(v, dict):
             return {k: strip(x) for k, x in v.items() if k != "cache_control"}

@@ -4,18 +4,26 @@ results in its own copy, no thinking is lost, and every reply records the applie
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import THINKING_HEAD, calling_script, invalid_calls, runtime_on
+from helpers import THINKING_HEAD, calling_script, invalid_calls, notice_texts, runtime_on
 
 from context_manager import (
+    ApiTokenCounter,
     ClearThinking,
     ClearToolUses,
     ContextEditing,
     ContextManager,
+    Fold,
+    MemoryStore,
+    SQLiteStore,
     Store,
 )
+from context_manager._cli._main import main
+from context_manager._compile._fold import SUMMARY_KIND
 from context_manager.runtime import Agent
 from context_manager.simulator import CLEARED_RESULT, EDITING_BETA, Simulator, default_script
 
@@ -122,6 +130,10 @@ async def test_an_agent_with_editing_loses_no_reasoning_while_the_server_clears_
     for _ in range(3):
         result = await ada.run_turn("please use read_log")
         assert result.notices == ()
+    assert len(result.edits) == len(result.replies) == 2
+    assert result.edits[0].cleared_tool_uses == 1  # the call: two old results, one kept
+    assert result.edits[1].cleared_tool_uses == 2  # the answer: three results, one kept
+    assert result.edits[1].cleared_input_tokens > 0
 
     assert seeing.results[-1][:2] == [CLEARED_RESULT, CLEARED_RESULT]
     assert invalid_calls(sim) == []
@@ -132,3 +144,116 @@ async def test_an_agent_with_editing_loses_no_reasoning_while_the_server_clears_
     ]
     assert recorded[-1] is not None
     assert recorded[-1]["applied_edits"][0]["cleared_tool_uses"] == 2
+
+
+def summaries(agent: Agent) -> int:
+    return sum(1 for m in agent.context.messages() if m.metadata.kind == SUMMARY_KIND)
+
+
+@pytest.mark.parametrize("editing", [None, EAGER])
+async def test_a_fold_runs_only_when_the_request_as_the_server_edits_it_still_does_not_fit(
+    editing: ContextEditing | None,
+) -> None:
+    sim = Simulator(script=default_script)
+    runtime = runtime_on(sim)
+    fold = Fold(lambda covered: f"summary of {len(covered)}", trigger_tokens=1_200)
+    ada = runtime.register(
+        Agent(
+            "ada",
+            HEAD,
+            tools={"read_log": lambda _: "line " * 300},
+            strategy=fold,
+            editing=editing,
+        )
+    )
+    for _ in range(4):
+        await ada.run_turn("please use read_log")
+
+    if editing is None:
+        assert summaries(ada) >= 1  # the client folds: the kept turns lose their thinking
+    else:
+        assert summaries(ada) == 0  # the server's clearing keeps the window inside the trigger
+        assert sim.requests[-1]["context_management"] == EAGER.to_wire()
+        assert invalid_calls(sim) == []
+
+
+async def test_exact_counts_are_learned_from_the_request_as_sent_not_as_edited() -> None:
+    sim = Simulator(script=calling_script())
+    counter = ApiTokenCounter(sim.sync_client())
+    clear_all = ContextEditing(ClearToolUses(trigger_tokens=10, keep=0))
+    edited = ContextManager.open(
+        MemoryStore(), namespace="ada", editing=clear_all, estimator=counter
+    )
+    plain = ContextManager.open(
+        MemoryStore(), namespace="bea", estimator=ApiTokenCounter(sim.sync_client())
+    )
+    async with sim.client() as client:
+        for cm in (edited, plain):
+            cm.add_message("user", "please use tool")
+            first = cm.compile(HEAD)
+            reply = await client.beta.messages.create(**first.request)
+            cm.record_reply(reply, first)
+            calls = [b for b in reply.content if b.type == "tool_use"]
+            cm.add_message(
+                "user",
+                [
+                    {"type": "tool_result", "tool_use_id": c.id, "content": "ok " * 300}
+                    for c in calls
+                ],
+            )
+
+    assert edited.compile(HEAD, dry_run=True).request["context_management"] == clear_all.to_wire()
+    answered = [c.response for c in sim.count_calls if "context_management" in c.request]
+    assert answered
+    assert all(a["context_management"]["original_input_tokens"] > 0 for a in answered)
+    with_editing = edited.compile(HEAD, dry_run=True).tokens
+    without = plain.compile(HEAD, dry_run=True).tokens
+    assert abs(with_editing - without) <= 30  # the same history; only the ids and beta differ
+
+
+async def test_transcript_usage_shows_what_the_server_cleared_per_turn(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "agent.db"
+    store = SQLiteStore(path)
+    runtime = runtime_on(Simulator(), store)
+    ada = runtime.register(
+        Agent("ada", HEAD, tools={"read_log": lambda _: "line " * 300}, editing=EAGER)
+    )
+    turns = [await ada.run_turn("please use read_log") for _ in range(3)]
+    store.close()
+
+    assert main(["transcript", str(path), "--usage", "--json"]) == 0
+    per_turn = [json.loads(line) for line in capsys.readouterr().out.splitlines()][:-1]
+    assert main(["transcript", str(path), "--usage"]) == 0
+    text = capsys.readouterr().out
+
+    assert "cleared_tool_uses" not in per_turn[0]  # one result so far: nothing to clear
+    assert [t.get("cleared_tool_uses", 0) for t in per_turn] == [
+        sum(e.cleared_tool_uses for e in turn.edits) for turn in turns
+    ]
+    assert per_turn[2]["cleared_tool_uses"] == 3
+    tokens = sum(e.cleared_input_tokens for e in turns[2].edits)
+    assert f"turn 3: the server cleared 3 tool uses and 0 thinking turns ({tokens} input" in text
+
+
+async def test_thinking_the_server_clears_is_told_once_per_growth_in_the_count_form() -> None:
+    sim = Simulator()
+    runtime = runtime_on(sim)
+    editing = ContextEditing(clear_tool_uses=None, clear_thinking=ClearThinking(keep_turns=1))
+    ada = runtime.register(Agent("ada", HEAD, editing=editing))
+    told = []
+    for text in ("first", "second", "third", "fourth"):
+        result = await ada.run_turn(text)
+        told.append(len(result.notices))
+
+    assert sim.requests[-1]["context_management"] == editing.to_wire()
+    assert [e.cleared_thinking_turns for e in result.edits] == [2]
+    assert told == [0, 0, 1, 1]  # the third call clears one turn, the fourth one more
+    line = (
+        "[reasoning] ada: Some of your earlier reasoning is no longer in your context: the "
+        "reasoning behind at least one of your replies. Their words are still here. Re-read "
+        "before relying on an earlier decision."
+    )
+    assert notice_texts(ada) == [line, line]
+    assert invalid_calls(sim) == []

@@ -151,3 +151,15 @@ def test_every_relative_link_of_the_readme_names_a_file_in_the_repository() -> N
     local = [t for t in targets if "://" not in t]
     assert local
     assert [t for t in local if not (ROOT / t).exists()] == []
+
+
+def test_the_docs_and_the_library_cite_only_what_a_user_has() -> None:
+    """The provider's rules are docs/rules.md ("provider rule N"); no path outside the repo."""
+    sources = [*PAGES, *sorted((ROOT / "context_manager").rglob("*.py"))]
+    sources += sorted((ROOT / "notices").rglob("*.py"))
+    citing = [
+        str(path.relative_to(ROOT))
+        for path in sources
+        if re.search(r"VENDOR_RULES|/work/shared", path.read_text(encoding="utf-8"))
+    ]
+    assert citing == []

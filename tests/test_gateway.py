@@ -8,7 +8,10 @@ forwards to an upstream (the simulator behind a recording ASGI app) with the cal
 from __future__ import annotations
 
 import json
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -20,8 +23,8 @@ import httpx2
 import pytest
 from helpers import cli, invalid_calls, thinking_signatures
 
-from context_manager import REASONING_LOSS_KIND, ContextManager, MemoryStore, Store
-from context_manager.adapters import AGENT_HEADER, gateway_app
+from context_manager import REASONING_LOSS_KIND, ContextManager, MemoryStore, SQLiteStore, Store
+from context_manager.adapters import AGENT_HEADER, BRANCH_HEADER, gateway_app
 from context_manager.simulator import Simulator
 
 uvicorn = pytest.importorskip("uvicorn")
@@ -265,3 +268,91 @@ def test_the_command_refuses_an_address_that_is_not_loopback(tmp_path: Any) -> N
     done = cli("gateway", "--db", tmp_path / "g.db", "--host", "0.0.0.0")
     assert done.returncode == 2
     assert "not loopback" in done.stderr
+
+
+def test_the_command_serves_offline_from_the_simulator_and_keeps_the_transcript(
+    tmp_path: Any,
+) -> None:
+    port = _free_port()
+    database = tmp_path / "g.db"
+    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
+    command = ["gateway", "--db", str(database), "--port", str(port)]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "context_manager", *command],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert server.stdout is not None
+        assert "the local simulator (offline)" in server.stdout.readline()
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                answer = httpx2.post(
+                    f"http://127.0.0.1:{port}/v1/messages",
+                    headers={
+                        AGENT_HEADER: "ada",
+                        BRANCH_HEADER: "trial",
+                        "x-api-key": "anything",
+                        "anthropic-version": "2023-06-01",
+                    },
+                    json={
+                        "model": MODEL,
+                        "max_tokens": 64,
+                        "messages": [{"role": "user", "content": "hello"}],
+                    },
+                )
+                break
+            except httpx2.ConnectError:
+                assert time.monotonic() < deadline, "the gateway did not start"
+                time.sleep(0.1)
+        assert answer.status_code == 200
+        assert answer.json()["content"][-1]["text"] == "You said: hello"
+    finally:
+        server.terminate()
+        server.communicate(timeout=20)
+    store = SQLiteStore(database)
+    cm = ContextManager.open(store, namespace="ada")
+    assert cm.current_branch().name == "trial"
+    assert [m.role for m in cm.messages()] == ["user", "assistant"]
+    store.close()
+
+
+async def test_pydantic_ai_by_base_url_through_the_gateway_keeps_every_replys_thinking(
+    sim: Simulator, store: Store
+) -> None:
+    pytest.importorskip("pydantic_ai")
+    from pydantic_ai import Agent, RunContext
+    from pydantic_ai.models.anthropic import AnthropicModel, AnthropicModelSettings
+    from pydantic_ai.providers.anthropic import AnthropicProvider
+
+    def read_log() -> str:
+        """Read the log."""
+        return "all is well"
+
+    app = gateway_app(store, agent="ada", simulator_client=sim.client())
+    with serve(app) as url:
+        provider = AnthropicProvider(base_url=url, api_key="mine")
+        settings = AnthropicModelSettings(anthropic_thinking={"type": "adaptive"}, max_tokens=512)
+        agent: Agent[int, str] = Agent(
+            AnthropicModel(MODEL, provider=provider),
+            deps_type=int,
+            tools=[read_log],
+            model_settings=settings,
+        )
+
+        @agent.instructions
+        def name_the_run(ctx: RunContext[int]) -> str:
+            return f"You are Ada, on run {ctx.deps}."
+
+        history = None
+        for run in range(2):
+            result = await agent.run("use read_log", deps=run, message_history=history)
+            history = result.all_messages()
+        await provider.client.close()
+    assert [call.status for call in sim.calls] == [200] * 4
+    assert [call.dropped for call in sim.calls] == [()] * 4
+    assert len(thinking_signatures(sim.requests[-1])) == 3
+    assert invalid_calls(sim) == []

@@ -181,3 +181,29 @@ async def test_a_page_opened_mid_call_catches_up_from_the_partial() -> None:
     streamed = "".join(e.text.value for e in rest if e.kind == "reasoning" and e.text)
     assert partial.text.value + streamed == THOUGHT
     await events.aclose()
+
+
+async def test_the_asker_is_recorded_on_the_trigger_its_tool_results_and_its_replies() -> None:
+    def calls_then_answers(request: dict[str, Any]) -> list[dict[str, Any]]:
+        if request["messages"][-1]["content"][-1].get("type") == "tool_result":
+            return [{"type": "thinking", "thinking": THOUGHT}, {"type": "text", "text": "Done."}]
+        return [
+            {"type": "thinking", "thinking": THOUGHT},
+            {"type": "tool_use", "name": "probe", "input": {}},
+        ]
+
+    runtime = runtime_on(Simulator(script=calls_then_answers))
+    agent = runtime.register(Agent("ada", HEAD, tools={"probe": lambda: "ok"}))
+    await agent.run_turn("probe it", asker="bob")
+    await agent.run_turn("and again")  # nobody named: nothing recorded
+    roles = [(m.role, m.metadata.extra.get(ASKER_KEY)) for m in agent.context.messages()]
+    assert roles == [
+        ("user", "bob"),
+        ("assistant", "bob"),
+        ("user", "bob"),
+        ("assistant", "bob"),
+        ("user", None),
+        ("assistant", None),
+        ("user", None),
+        ("assistant", None),
+    ]

@@ -13,9 +13,9 @@ import anthropic
 import pytest
 from helpers import framework_copy, framework_params, invalid_calls, thinking_signatures
 
-from context_manager import REASONING_LOSS_KIND, MemoryStore, Store
+from context_manager import REASONING_LOSS_KIND, MemoryStore, Store, ThinkingBinding
 from context_manager.adapters import ManagedAnthropic, ManagedAsyncAnthropic
-from context_manager.simulator import Simulator
+from context_manager.simulator import BINDING_BETA, Simulator
 
 
 def ask(messages: list[dict[str, Any]], words: str) -> list[dict[str, Any]]:
@@ -162,3 +162,42 @@ async def test_provider_drops_are_placed_released_and_told_at_the_next_call(
     assert "the reasoning behind 2 of your replies" in notices[0].content[0].text  # type: ignore[union-attr]
     assert sim.calls[-1].status == 200
     assert sim.calls[-1].dropped == ()
+
+
+async def test_a_frameworks_own_drop_block_goes_out_and_a_block_known_to_fail_is_still_not_sent(
+    sim: Simulator, store: Store
+) -> None:
+    binding = ThinkingBinding(drop_block=False)  # only the framework asks for drop_block
+    client = ManagedAsyncAnthropic(sim.client(), store, agent="ada", binding=binding)
+    thinking = {"type": "adaptive", "block_binding": {"prefix_mismatch_behavior": "drop_block"}}
+    own = {"thinking": thinking, "betas": [BINDING_BETA]}
+    messages: list[dict[str, Any]] = []
+    for words in ("one", "two"):
+        reply = await client.beta.messages.create(**framework_params(ask(messages, words), **own))
+        messages.append(framework_copy(reply, "as-sent"))
+    messages[0] = {"role": "user", "content": "one, reworded"}  # the framework edits its history
+    await client.beta.messages.create(**framework_params(ask(messages, "three"), **own))
+    sent = sim.calls[-1]
+    assert sent.request["thinking"]["block_binding"] == {"prefix_mismatch_behavior": "drop_block"}
+    assert thinking_signatures(sent.request) == []  # both replies followed the edited message
+    assert sent.dropped == ()
+    assert sent.status == 200
+
+
+async def test_a_rewind_on_a_named_branch_stays_on_the_branch_it_started(
+    sim: Simulator, store: Store
+) -> None:
+    client = ManagedAsyncAnthropic(sim.client(), store, agent=("ada", "main"))
+    messages: list[dict[str, Any]] = []
+    for words in ("one", "two"):
+        reply = await client.messages.create(**framework_params(ask(messages, words)))
+        messages.append(framework_copy(reply, "as-sent"))
+    del messages[2:]  # the framework regenerates from before "two"
+    for words in ("two, again", "three"):
+        reply = await client.messages.create(**framework_params(ask(messages, words)))
+        messages.append(framework_copy(reply, "as-sent"))
+    cm = client.context("ada", "main")
+    assert cm.current_branch().name == "main~1"
+    assert [ref.name for ref in cm.list_branches()] == ["main", "main~1"]
+    assert len(thinking_signatures(sim.requests[-1])) == 2
+    assert invalid_calls(sim) == []

@@ -1137,6 +1137,8 @@ class ReliabilityMachine(RuleBasedStateMachine):
             assert texts == self.branches[f"{ref.id}@{ref.created}"].notices, ref.name
         self.runtime.teller._check()
         self.sim._check()
+        for _, cache in self.cm._compiler.caches():  # what the compiler keeps per branch
+            cache._check()
 
     @invariant()
     def the_transcript_parses_and_every_notice_is_the_agents(self) -> None:
@@ -1176,11 +1178,16 @@ def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value))
 
 
-def _model_settings() -> settings:
-    """The ``ci`` profile unless a bigger one (``long``) was chosen on the command line."""
-    ci = settings.get_profile("ci")
+PROFILES = ["quick", pytest.param("ci", marks=pytest.mark.slow)]
+"""The machines run at the ``quick`` profile in the default run and at the full ``ci`` one
+under ``-m slow`` (which ``.ci/run`` runs)."""
+
+
+def _model_settings(profile: str = "ci") -> settings:
+    """``profile`` unless a bigger one (``long``) was chosen on the command line."""
+    base = settings.get_profile(profile)
     current = settings.default
-    chosen = current if current is not None and current.max_examples > ci.max_examples else ci
+    chosen = current if current is not None and current.max_examples > base.max_examples else base
     return settings(
         chosen,
         deadline=None,
@@ -1188,7 +1195,10 @@ def _model_settings() -> settings:
     )
 
 
-def test_no_invalid_block_is_sent_no_valid_one_is_stripped_and_each_loss_is_told_once() -> None:
+@pytest.mark.parametrize("profile", PROFILES)
+def test_no_invalid_block_is_sent_no_valid_one_is_stripped_and_each_loss_is_told_once(
+    profile: str,
+) -> None:
     """Hypothesis drives turns, head and model changes (under a readability table), folds,
     windows that shed, edits, forks, ``branch_at``, releases and forced drops.
 
@@ -1199,7 +1209,7 @@ def test_no_invalid_block_is_sent_no_valid_one_is_stripped_and_each_loss_is_told
     from hypothesis.stateful import run_state_machine_as_test
 
     STATS.clear()
-    run_state_machine_as_test(ReliabilityMachine, settings=_model_settings())
+    run_state_machine_as_test(ReliabilityMachine, settings=_model_settings(profile))
     path = os.environ.get("RELIABILITY_STATS")
     if path:
         with open(path, "w") as out:
@@ -1210,14 +1220,15 @@ class PostgresMachine(ReliabilityMachine):
     """The same machine, every example on a fresh PostgreSQL schema."""
 
 
-def test_the_same_holds_on_postgresql(postgres_server: Server) -> None:
-    """The whole machine at its full profile (300 examples in CI, as issue 20 asks), each
-    example on ``PostgresStore``."""
+@pytest.mark.parametrize("profile", PROFILES)
+def test_the_same_holds_on_postgresql(postgres_server: Server, profile: str) -> None:
+    """The whole machine, each example on ``PostgresStore``: at its full profile (300 examples,
+    as issue 20 asks) under ``-m slow``, as ``.ci/run`` runs it."""
     from hypothesis.stateful import run_state_machine_as_test
 
     PostgresMachine.postgres_server = postgres_server.dsn
     try:
-        run_state_machine_as_test(PostgresMachine, settings=_model_settings())
+        run_state_machine_as_test(PostgresMachine, settings=_model_settings(profile))
     finally:
         PostgresMachine.postgres_server = None
 

@@ -4,13 +4,14 @@ records before and after a compile that raises, on every store."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import attrs
 import pytest
 from helpers import PROBE_HEAD, calling_script
 
-from context_manager import ContextManager, Fold, OverBudget, Store
+from context_manager import ContextManager, Fold, OverBudget, SQLiteStore, Store
 from context_manager.simulator import Simulator
 
 GREP = {"name": "grep", "description": "Search.", "input_schema": {"type": "object"}}
@@ -68,7 +69,7 @@ async def test_a_compile_refused_for_a_bad_head_or_budget_writes_nothing(store: 
 
     with pytest.raises(TypeError, match="compile needs a Head"):
         cm.compile("claude-opus-5-5")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="budget must be a positive token count"):
+    with pytest.raises(ValueError, match="budget must be a positive"):
         cm.compile(WITH_GREP, budget=0)
 
     assert dump(store, "ada") == before
@@ -120,3 +121,34 @@ async def test_a_store_that_fails_mid_commit_keeps_none_of_the_compile(store: St
     result = cm.compile(WITH_GREP)  # the store works again: the change is appended once
     assert len(head_changes(cm)) == 1
     assert result.appended == (head_changes(cm)[0].id,)
+
+
+def test_compiling_one_agent_never_writes_into_another_agents_store(tmp_path: Path) -> None:
+    """Issue 27: the process-wide render cache compacts other agents' renders in memory only;
+    a snapshot is written by a branch's own compile, into its own store."""
+    ada_store, bob_store = SQLiteStore(tmp_path / "ada.db"), SQLiteStore(tmp_path / "bob.db")
+    try:
+        ada = ContextManager.open(ada_store, namespace="ada")
+        bob = ContextManager.open(bob_store, namespace="bob")
+        ada.add_message("user", "Hello from Ada.")
+        ada.compile(PROBE_HEAD)
+        ada.add_message("user", "Ada again.")
+        bob.add_message("user", "Hello from Bob.")
+        written: list[tuple[str, str]] = []
+        real = ada_store.save_render
+
+        def spy(namespace: str, branch: str, header: str, blob: bytes) -> None:
+            written.append((namespace, branch))
+            real(namespace, branch, header, blob)
+
+        ada_store.save_render = spy  # type: ignore[method-assign]
+        before = ada_store.load_render("ada", ada.current_branch_key())
+
+        bob.compile(PROBE_HEAD)  # built from bob's store: ada's render is compacted
+
+        assert written == []
+        assert ada_store.load_render("ada", ada.current_branch_key()) == before
+        assert bob_store.load_render("bob", bob.current_branch_key()) is not None
+    finally:
+        ada_store.close()
+        bob_store.close()

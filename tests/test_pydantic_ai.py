@@ -17,14 +17,19 @@ from typing import Any
 import pytest
 from helpers import invalid_calls
 
-from context_manager import SQLiteStore, Store
+from context_manager import SQLiteStore, Store, Window
 from context_manager.adapters import ManagedAsyncAnthropic
 from context_manager.simulator import Simulator
 
 pydantic_ai = pytest.importorskip("pydantic_ai")
 
 from pydantic_ai import Agent, RunContext  # noqa: E402
-from pydantic_ai.messages import ModelMessagesTypeAdapter  # noqa: E402
+from pydantic_ai.capabilities import ProcessHistory  # noqa: E402
+from pydantic_ai.messages import (  # noqa: E402
+    ModelMessagesTypeAdapter,
+    ModelRequest,
+    UserPromptPart,
+)
 from pydantic_ai.models.anthropic import AnthropicModel, AnthropicModelSettings  # noqa: E402
 from pydantic_ai.providers.anthropic import AnthropicProvider  # noqa: E402
 from pydantic_ai.toolsets import FunctionToolset  # noqa: E402
@@ -200,3 +205,56 @@ async def test_a_restart_between_runs_reconciles_the_saved_history_without_a_los
     own = [m for m in client.context("ada").messages() if m.metadata.kind is None]
     assert len(own) == 16  # four runs of four messages: nothing was stored twice
     reopened.close()
+
+
+def keep_last_turn(messages: list[Any]) -> list[Any]:
+    """A pydantic-ai history processor: only the newest turn (from the newest user prompt on)."""
+    prompts = [
+        k
+        for k, message in enumerate(messages)
+        if isinstance(message, ModelRequest)
+        and any(isinstance(part, UserPromptPart) for part in message.parts)
+    ]
+    return messages[prompts[-1] :] if prompts else messages
+
+
+def windowed_agent(client: Any) -> Agent[int, str]:
+    agent = issue_7984_agent(client)
+    return Agent(
+        agent.model,
+        deps_type=int,
+        tools=[read_log],
+        capabilities=[ProcessHistory(keep_last_turn)],
+        model_settings=AnthropicModelSettings(
+            anthropic_thinking={"type": "adaptive"}, max_tokens=1024
+        ),
+    )
+
+
+async def test_a_history_processor_that_drops_old_turns_is_followed_and_reported(
+    simulator: Simulator, store: Store
+) -> None:
+    client = ManagedAsyncAnthropic(simulator.client(), store, agent="ada")
+    strips: list[Any] = []
+    client.context("ada").on_thinking_strip(lambda strip, _: strips.append(strip))
+    await run_three(windowed_agent(client))
+    assert [call.status for call in simulator.calls] == [200] * 6
+    assert [call.dropped for call in simulator.calls] == [()] * 6
+    assert invalid_calls(simulator) == []
+    first_words = [call.request["messages"][0]["content"][0]["text"] for call in simulator.calls]
+    assert first_words[-1].startswith("question 2")  # the framework's window is what goes out
+    assert strips
+    assert {strip.cause for strip in strips} == {"messages"}
+
+
+async def test_with_its_own_strategy_the_library_keeps_what_the_processor_dropped(
+    simulator: Simulator, store: Store
+) -> None:
+    window = Window(max_tokens=200_000)
+    client = ManagedAsyncAnthropic(simulator.client(), store, agent="ada", strategy=window)
+    await run_three(windowed_agent(client))
+    assert [call.status for call in simulator.calls] == [200] * 6
+    assert [call.dropped for call in simulator.calls] == [()] * 6
+    last = simulator.calls[-1].request
+    assert replies_before(last) == 5  # all of it, though pydantic-ai sent its last turn only
+    assert sent_thinking(last) == 5

@@ -7,6 +7,7 @@ over; the simulator (the real SDK client in-process) answers and checks every re
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from context_manager import (
     REASONING_LOSS_KIND,
     CompileResult,
     ContextManager,
+    FrameworkParamsInvalid,
     MessageMeta,
     SQLiteStore,
     Store,
@@ -163,6 +165,8 @@ async def test_a_sliding_window_is_followed_as_a_host_fold_and_reported_in_the_s
     assert [m["role"] for m in result.request["messages"]] == ["user", "assistant"] * 2 + ["user"]
     assert result.thinking_strip is not None
     assert result.thinking_strip.cause == "messages"
+    assert cm.last_reconciliation.covered == (cm.messages()[1].id,)  # the reply it dropped
+    assert len(result.thinking_strip.replies) == 3  # that one, and the two kept after the cut
     assert invalid_calls(sim) == []
     nxt = await turn(client, cm, messages, "five")
     assert cm.last_reconciliation.host_fold is None
@@ -307,4 +311,73 @@ def test_params_without_a_model_or_a_messages_list_are_refused_with_a_clear_erro
         cm.reconcile({"messages": []})
     with pytest.raises(ValueError, match="messages"):
         cm.reconcile({"model": "claude-opus-5-5", "messages": "hello"})
-    assert cm.messages() == []
+    cm.add_message("user", "kept")
+    with pytest.raises(FrameworkParamsInvalid, match="at least one message"):
+        cm.reconcile({"model": "claude-opus-5-5", "messages": []})
+    assert [m.role for m in cm.messages()] == ["user"]  # nothing folded, nothing stored
+
+
+async def test_words_asked_twice_are_read_the_way_that_loses_no_thinking(
+    sim: Simulator, store: Store
+) -> None:
+    cm = ContextManager.open(store, namespace="ada")
+    client = sim.client()
+    messages: list[dict[str, Any]] = []
+    for words in ("again", "other", "again"):
+        await turn(client, cm, messages, words)
+    del messages[:4]  # a window from the second "again", or a rewind after the first: the same
+    result = await turn(client, cm, messages, "last")
+    done = cm.last_reconciliation
+    assert done is not None
+    assert done.host_fold is None
+    assert done.rewound_to == "main~1"  # read as a rewind: every reply before it keeps its thinking
+    assert [m["role"] for m in result.request["messages"]] == ["user", "assistant", "user"]
+    assert result.thinking_strip is None
+    assert len(thinking_signatures(result.request)) == 1
+    assert invalid_calls(sim) == []
+
+
+async def test_a_frameworks_cache_markers_on_each_newest_message_never_pile_up(
+    sim: Simulator, store: Store
+) -> None:
+    cm = ContextManager.open(store, namespace="ada")
+    client = sim.client()
+    messages: list[dict[str, Any]] = []
+    marker = {"type": "ephemeral"}
+    for words in ("one", "two", "three", "four", "five", "six"):
+        for message in messages:  # the framework moves its marker to the newest message
+            if isinstance(message["content"], list):
+                for block in message["content"]:
+                    block.pop("cache_control", None)
+        text = {"type": "text", "text": words, "cache_control": marker}
+        messages.append({"role": "user", "content": [text]})
+        result = await turn(client, cm, messages, None)
+        sent = json.dumps(result.request)
+        assert sent.count('"cache_control"') <= 4
+    assert [call.status for call in sim.calls] == [200] * 6
+    assert len(thinking_signatures(sim.requests[-1])) == 5
+
+
+async def test_a_window_from_a_question_asked_twice_is_matched_where_more_of_it_matches(
+    sim: Simulator, store: Store
+) -> None:
+    cm = ContextManager.open(store, namespace="ada")
+    client = sim.client()
+    messages: list[dict[str, Any]] = []
+    for words in ("please use probe", "other", "please use probe"):
+        await turn(client, cm, messages, words)
+        call = messages[-1]["content"][-1]
+        if call["type"] == "tool_use":  # the framework runs the tool, then calls again
+            result = {"type": "tool_result", "tool_use_id": call["id"], "content": "ok"}
+            messages.append({"role": "user", "content": [result]})
+            await turn(client, cm, messages, None)
+    start = max(k for k, m in enumerate(messages) if m["content"] == "please use probe")
+    del messages[:start]  # the window starts at the second question, whose tool call differs
+    result = await turn(client, cm, messages, "last")
+    done = cm.last_reconciliation
+    assert done is not None
+    assert done.rewound_to is None
+    assert done.host_fold is not None
+    assert cm.current_branch().name == "main"
+    assert len(result.request["messages"]) == 5
+    assert invalid_calls(sim) == []

@@ -108,3 +108,45 @@ def test_a_frameworks_sliding_window_still_reconciles_to_accepted_requests(
     assert invalid_calls(sim) == []
     causes = {r.thinking_strip.cause for r in results if r.thinking_strip is not None}
     assert causes <= {"messages"}
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps, st.integers(min_value=0, max_value=20))
+def test_an_edit_strips_only_the_replies_after_the_edited_message(
+    run: list[Step], pick: int
+) -> None:
+    sim = Simulator()
+    client = sim.sync_client()
+    cm = ContextManager.open(MemoryStore(), namespace="ada")
+    messages: list[dict[str, Any]] = []
+    for words, style, *_ in run:
+        messages.append({"role": "user", "content": words})
+        result = cm.reconcile(framework_params(messages))
+        reply = client.beta.messages.create(**result.request)
+        cm.record_reply(reply, result)
+        messages.append(framework_copy(reply, style))
+        calls = [b for b in reply.content if b.type == "tool_use"]
+        if calls:  # the framework answers, and the loop's next call closes the round
+            results = [{"type": "tool_result", "tool_use_id": c.id, "content": "ok"} for c in calls]
+            messages.append({"role": "user", "content": results})
+            result = cm.reconcile(framework_params(messages))
+            reply = client.beta.messages.create(**result.request)
+            cm.record_reply(reply, result)
+            messages.append(framework_copy(reply, style))
+    questions = [
+        k for k, m in enumerate(messages) if m["role"] == "user" and isinstance(m["content"], str)
+    ]
+    edited = questions[pick % len(questions)]
+    messages[edited] = {"role": "user", "content": f"{messages[edited]['content']}, reworded"}
+    messages.append({"role": "user", "content": "and now?"})
+    result = cm.reconcile(framework_params(messages))
+    reply = client.beta.messages.create(**result.request)
+    assert invalid_calls(sim) == []
+    later = sum(1 for m in messages[edited:] if m["role"] == "assistant")
+    strip = result.thinking_strip
+    assert (strip.blocks if strip is not None else 0) == later
+    if strip is not None:
+        assert strip.cause == "messages"
+    assert sent_thinking(result.request) == sum(
+        1 for m in messages[:edited] if m["role"] == "assistant"
+    )

@@ -186,12 +186,15 @@ async def test_snapshot_bytes_that_are_not_a_render_are_refused_and_run_nothing(
     assert again.request == expected.request
 
 
-async def test_compacting_an_idle_branchs_render_saves_what_waking_it_restores() -> None:
+async def test_compacting_an_idle_branchs_render_writes_nothing_and_waking_it_restores() -> None:
+    """Issue 27: compacting (inside another agent's compile) is in memory only; waking the
+    branch restores the snapshot its own compile saved, extended by what came since."""
     store = MemoryStore()
     sim = Simulator()
     idle = ContextManager.open(store, namespace="ada")
     await signed_conversation(sim, idle, 3)
     idle.compile(THINKING_HEAD)  # steady compiles since the first: the snapshot lags behind
+    lagging = store.load_render("ada", idle.current_branch_key())
     set_render_cache_limit(64 * 2**20, hot_bytes=0)
     try:
         busy = ContextManager.open(store, namespace="bob")
@@ -202,7 +205,8 @@ async def test_compacting_an_idle_branchs_render_saves_what_waking_it_restores()
     saved = store.load_render("ada", idle.current_branch_key())
 
     assert saved is not None
-    assert json.loads(saved[0])["last_sequence"] == idle.branch_head()[1]
+    assert saved == lagging
+    assert json.loads(saved[0])["last_sequence"] < idle.branch_head()[1]
     woken = ContextManager.open(store, namespace="ada")
     with capture_logs() as logs:
         again = woken.compile(THINKING_HEAD)

@@ -10,7 +10,7 @@ from typing import Any
 
 import anthropic
 import pytest
-from helpers import TRANSPORTS, sdk_client, transformations, wire_reply
+from helpers import TRANSPORTS, Recorder, sdk_client, transformations, wire_reply
 
 from context_manager.simulator import (
     BINDING_BETA,
@@ -610,3 +610,46 @@ async def test_threshold_compaction_cannot_run_on_a_request_carrying_an_on_deman
     assert "at least 50000" in refused(low)[0]
     assert below.context_management is not None
     assert below.context_management.applied_edits == []
+
+
+THRESHOLD = {
+    "edits": [{"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 50_000}}]
+}
+BIG = "a long log line " * 13_000
+"""About 52,000 input tokens by the simulator's estimate: over the threshold's minimum trigger."""
+
+
+async def test_a_threshold_compaction_opens_the_reply_with_a_block_that_follows_its_range() -> None:
+    seen = Recorder()
+    sim = Simulator(script=seen)
+    betas = [*BETAS, EDITING_BETA]
+    async with sim.client() as client:
+        history = await converse(client, (BIG,))
+        sent = [*history, user("what now?")]
+        reply = await client.beta.messages.create(
+            **call(sent, betas=betas, context_management=THRESHOLD)
+        )
+        later = [*sent, wire_reply(reply), user("and then?")]
+        edited = copy.deepcopy(later)
+        edited[0]["content"] = "an edit before the block, which the API ignores"
+        after = await client.beta.messages.create(
+            **call(edited, betas=betas, context_management=THRESHOLD)
+        )
+        paused = await client.beta.messages.create(
+            **call(
+                sent,
+                betas=betas,
+                context_management={
+                    "edits": [{**THRESHOLD["edits"][0], "pause_after_compaction": True}]
+                },
+            )
+        )
+
+    assert [b.type for b in reply.content] == ["compaction", "thinking", "text"]
+    assert reply.content[0].content.startswith("Summary of 3 messages")  # type: ignore[union-attr]
+    assert reply.usage.iterations is not None
+    assert [i.type for i in reply.usage.iterations] == ["compaction", "message"]
+    assert [m["role"] for m in seen.seen[-2]["messages"]] == ["assistant", "user"]
+    assert drops(after) == []  # the reply's thinking is bound to the block; the rest is ignored
+    assert [m["role"] for m in seen.seen[-1]["messages"]] == ["assistant", "user"]
+    assert (paused.stop_reason, [b.type for b in paused.content]) == ("compaction", ["compaction"])

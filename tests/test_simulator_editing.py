@@ -10,7 +10,7 @@ from typing import Any
 
 import anthropic
 import pytest
-from helpers import TRANSPORTS, sdk_client, transformations, wire_reply
+from helpers import TRANSPORTS, Recorder, sdk_client, transformations, wire_reply
 
 from context_manager.simulator import (
     BINDING_BETA,
@@ -19,7 +19,6 @@ from context_manager.simulator import (
     EDITING_BETA,
     THINKING_DROPPED,
     Simulator,
-    default_script,
 )
 
 Client = anthropic.AsyncAnthropic
@@ -51,17 +50,6 @@ def call(messages: list[dict[str, Any]], **settings: Any) -> dict[str, Any]:
         "betas": BETAS,
         **settings,
     }
-
-
-class Recorder:
-    """The default script, keeping every request the model saw."""
-
-    def __init__(self) -> None:
-        self.seen: list[dict[str, Any]] = []
-
-    def __call__(self, request: dict[str, Any]) -> list[dict[str, Any]]:
-        self.seen.append(copy.deepcopy(request))
-        return default_script(request)
 
 
 @pytest.fixture

@@ -23,6 +23,7 @@ from context_manager import (
     NotADatabase,
     SchemaTooNew,
     SQLiteStore,
+    StorePathError,
     TextBlock,
     ThinkingBlock,
     ToolUseBlock,
@@ -148,10 +149,11 @@ def test_a_file_that_is_not_a_database_is_refused_with_one_line_and_left_untouch
     assert sorted(p.name for p in sqlite_path.parent.iterdir()) == ["agent.db"]
 
 
-def test_a_directory_is_not_a_database(tmp_path: Path) -> None:
-    """A path that cannot be opened as a file is ``NotADatabase`` too."""
-    with pytest.raises(NotADatabase, match="not a context-manager database"):
+def test_a_directory_is_named_as_a_folder(tmp_path: Path) -> None:
+    """A folder is not a database file, and the error says so (issue 35)."""
+    with pytest.raises(StorePathError, match="is a folder, not a database file") as info:
         SQLiteStore(tmp_path)
+    assert isinstance(info.value, OSError)
 
 
 def test_a_sqlite_file_with_foreign_tables_is_refused_and_left_untouched(

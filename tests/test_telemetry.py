@@ -7,6 +7,7 @@ Every test reads what an operator's backend would receive (``InMemorySpanExporte
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -14,21 +15,31 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import attrs
 import pytest
-from helpers import FAST_RETRY, GREP_TOOL, PROBE_HEAD, READ_LOG_TOOL, calling_script, cli
+from helpers import (
+    FAST_RETRY,
+    GREP_TOOL,
+    PROBE_HEAD,
+    READ_LOG_TOOL,
+    calling_script,
+    cli,
+    framework_params,
+)
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import SpanKind, StatusCode
 from structlog.testing import capture_logs
 
-from context_manager import ContextManager, Fold, MemoryStore, TextBlock
+from context_manager import CompileResult, ContextManager, Fold, MemoryStore, TextBlock, Window
 from context_manager._telemetry import FAILED_EVENT, Telemetry, capture_from_environment
 from context_manager._telemetry import _names as names
+from context_manager.adapters import ManagedAsyncAnthropic
 from context_manager.runtime import Agent, Runtime, TurnResult
 from context_manager.simulator import ORGANIZATION_MISMATCH, Simulator
 
@@ -207,7 +218,7 @@ async def test_a_turn_with_a_tool_round_a_head_change_a_drop_and_a_fold_gives_th
     # folded: turn 1's question and reply, the head change, turn 2's question, its tool call
     # and the tool's result
     assert fold_attributes[names.COMPILE_FOLDED] == 6
-    assert fold_attributes[names.COMPILE_SHED] == 0
+    assert names.COMPILE_SHED not in fold_attributes  # nothing shed: the count is left out
     assert events(compile_fold) == [
         (
             "context_manager.thinking_strip",
@@ -368,9 +379,8 @@ def test_the_content_capture_setting_reads_the_conventions_variable() -> None:
     assert capture_from_environment({variable: "NO_CONTENT"}) is False
 
 
-def test_a_direct_compile_and_a_host_release_are_traced_through_context_manager_open(
-    otel: Otel,
-) -> None:
+def first_compile(otel: Otel) -> tuple[ContextManager, CompileResult]:
+    """A traced context through ``ContextManager.open``, after its first compile."""
     cm = ContextManager.open(
         MemoryStore(),
         namespace="ada",
@@ -378,7 +388,13 @@ def test_a_direct_compile_and_a_host_release_are_traced_through_context_manager_
         meter_provider=otel.meter_provider,
     )
     cm.add_message("user", "hello")
-    result = cm.compile(HEAD)
+    return cm, cm.compile(HEAD)
+
+
+def test_a_direct_compile_and_a_host_release_are_traced_through_context_manager_open(
+    otel: Otel,
+) -> None:
+    cm, result = first_compile(otel)
     reply = cm.record_reply(
         [{"type": "thinking", "thinking": "hm", "signature": "sig"}, TextBlock("hi")], result
     )
@@ -547,3 +563,172 @@ def test_run_honours_the_standard_otel_variables_when_the_sdk_is_installed(
         env={"OTEL_TRACES_EXPORTER": "console", "OTEL_SDK_DISABLED": "true"},
     )
     assert span_names(off.stdout) == []
+
+
+async def test_the_managed_client_traces_each_call_with_its_compile_and_drops(otel: Otel) -> None:
+    sim = Simulator()
+    telemetry = Telemetry(otel.tracer_provider, otel.meter_provider)
+    client = ManagedAsyncAnthropic(
+        sim.client(), MemoryStore(), agent="ada", tracer_provider=telemetry
+    )
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "one"}]
+    first = await client.messages.create(**framework_params(messages))
+    messages += [
+        {"role": "assistant", "content": [b.model_dump() for b in first.content]},
+        {"role": "user", "content": "two"},
+    ]
+    sim.force_drop(paths=["messages.1.content.0"], reason=ORGANIZATION_MISMATCH)
+    async with client.beta.messages.stream(**framework_params(messages)) as stream:
+        await stream.get_final_message()
+    spans = otel.spans()
+    assert [s.name for s in spans] == ["compile", "chat claude-opus-5-5"] * 2
+    first_call, second_call = spans[1], spans[3]
+    assert first_call.kind == SpanKind.CLIENT
+    assert first_call.start_time is not None
+    assert spans[0].end_time is not None
+    assert first_call.start_time >= spans[0].end_time  # begun when the call was prepared
+    assert first_call.end_time is not None
+    assert first_call.end_time - first_call.start_time > 0
+    assert dict(first_call.attributes or {})["gen_ai.response.id"] == first.id
+    assert [name for name, _ in events(second_call)] == [
+        "context_manager.thinking_drop",
+        "context_manager.release",
+    ]
+
+
+def test_the_gateway_takes_otel_console_too() -> None:
+    shown = cli("gateway", "--help")
+    assert "--otel {console}" in shown.stdout
+    refused = cli("gateway", "--db", "x.db", "--otel", "jaeger")
+    assert refused.returncode == 2
+    assert "invalid choice: 'jaeger'" in refused.stderr
+
+
+def test_an_unplaced_drop_is_an_event_with_why_it_could_not_be_placed(otel: Otel) -> None:
+    cm, result = first_compile(otel)
+    report = {
+        "input_transformations": [
+            {
+                "type": "thinking_dropped",
+                "path": "messages.9.content.0",
+                "reason": "prefix_binding_mismatch",
+            }
+        ]
+    }
+    placed = cm.place_drops(report, result)
+    (unplaced,) = placed.unplaced
+    spans = otel.spans()
+    assert [s.name for s in spans] == ["compile", "place_drops"]
+    assert events(spans[1]) == [
+        (
+            "context_manager.thinking_drop",
+            {
+                "context_manager.placed": False,
+                "context_manager.reason": "prefix_binding_mismatch",
+                "context_manager.path": "messages.9.content.0",
+                "context_manager.why": unplaced.why,
+                "context_manager.branch": cm.current_branch_key(),
+            },
+        )
+    ]
+    drops = otel.metrics()["context_manager.thinking.drops"]["data"]["data_points"]
+    assert [p["attributes"] for p in drops] == [
+        {"context_manager.reason": "prefix_binding_mismatch", "context_manager.placed": False}
+    ]
+
+
+def test_the_tracing_example_prints_the_span_tree_docs_tracing_shows(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "tracing.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},  # this tree, not an installed copy
+    )
+    assert done.returncode == 0, done.stderr
+    decoder = json.JSONDecoder()
+    spans, at = [], done.stdout.find("{")
+    while at != -1:
+        span, end = decoder.raw_decode(done.stdout, at)
+        spans.append(span)
+        at = done.stdout.find("{", end)
+    children: dict[str | None, list[dict[str, Any]]] = {}
+    for span in spans:
+        children.setdefault(span["parent_id"], []).append(span)
+
+    def tree(parent: str | None, depth: int) -> list[str]:
+        lines = []
+        for span in sorted(children.get(parent, []), key=lambda s: s["start_time"]):
+            lines.append(
+                "  " * depth + " ".join([span["name"], *(e["name"] for e in span["events"])])
+            )
+            lines += tree(span["context"]["span_id"], depth + 1)
+        return lines
+
+    chat = "chat claude-opus-5-5"
+    assert tree(None, 0) == [
+        "invoke_agent ada",
+        "  compile",
+        f"  {chat}",
+        "invoke_agent ada context_manager.notice",
+        "  compile context_manager.head_change",
+        f"  {chat} context_manager.thinking_drop context_manager.release",
+        "  execute_tool read_log",
+        "  compile context_manager.thinking_strip",
+        f"  {chat}",
+    ]
+    assert "The log is in." not in done.stdout  # reasoning text: never
+
+
+def test_a_shed_is_on_its_compile_span_with_one_release_per_reply(otel: Otel) -> None:
+    cm = ContextManager.open(
+        MemoryStore(),
+        namespace="ada",
+        strategy=Window(1_000),
+        tracer_provider=otel.tracer_provider,
+        meter_provider=otel.meter_provider,
+    )
+    results: list[CompileResult] = []
+    for n in range(12):  # replies whose thinking dominates the tokens
+        cm.add_message("user", f"question {n}")
+        results.append(cm.compile(HEAD))
+        thought = {"type": "thinking", "thinking": "x" * 400, "signature": f"sig{n}"}
+        cm.record_reply([thought, {"type": "text", "text": f"a{n}"}], results[-1])
+    shedding = [r for r in results if r.shed]
+    assert shedding  # the window sheds the oldest thinking as the history grows
+    spans = {dict(s.attributes or {})[names.COMPILE_ID]: s for s in otel.spans()}
+    for result in results:
+        span = spans[result.compile_id]
+        assert dict(span.attributes or {}).get(names.COMPILE_SHED, 0) == len(result.shed)
+        releases = [a for name, a in events(span) if name == "context_manager.release"]
+        assert releases == [
+            {
+                "context_manager.branch": result.branch,
+                "context_manager.message_id": reply,
+                "context_manager.origin": "shed",
+            }
+            for reply in result.shed
+        ]
+
+
+async def test_a_refused_call_ends_its_spans_failed_with_the_status_as_error_type(
+    otel: Otel,
+) -> None:
+    sim = Simulator(script=calling_script())
+    ada = runtime(sim, otel).register(Agent("ada", HEAD))
+    sim.fail_next(FAST_RETRY.attempts, status=529)
+    with pytest.raises(anthropic.APIStatusError, match="Overloaded"):
+        await ada.run_turn("hello")
+    compile_span, chat, turn = otel.spans()
+    assert (compile_span.name, chat.name, turn.name) == (
+        "compile",
+        "chat claude-opus-5-5",
+        "invoke_agent ada",
+    )
+    assert dict(chat.attributes or {})["error.type"] == "529"
+    assert chat.status.status_code == StatusCode.ERROR
+    assert turn.status.status_code == StatusCode.ERROR
+    (point,) = otel.metrics()["gen_ai.client.operation.duration"]["data"]["data_points"]
+    assert point["attributes"]["error.type"] == "529"
+    assert "gen_ai.client.token.usage" not in otel.metrics()  # no reply, no usage

@@ -173,7 +173,12 @@ def message_text(message: StoredMessage) -> str:
 
 
 def message_record(message: StoredMessage, branch: str) -> dict[str, Any]:
-    """The ``transcript --json`` object for one message (``branch``: where it was written)."""
+    """The ``transcript --json`` object for one message (``branch``: where it was written).
+
+    ``text`` is the message's text blocks, joined (``""`` when it has none: nothing is made up
+    for a tool call); ``summary`` describes the tool calls and results of a message with no
+    text (``None`` otherwise).
+    """
     return {
         "id": message.id,
         "sequence": message.sequence,
@@ -181,7 +186,8 @@ def message_record(message: StoredMessage, branch: str) -> dict[str, Any]:
         "role": message.role,
         "kind": message.metadata.kind,
         "target": message.metadata.target,
-        "text": message_text(message) or _described(message),
+        "text": message_text(message),
+        "summary": None if message_text(message) else (_described(message) or None),
         "blocks": [block_type(b) for b in message.content],
         "created_at": message.created_at.isoformat(),
     }

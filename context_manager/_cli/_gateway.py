@@ -17,10 +17,13 @@ from context_manager._store._protocol import Store
 from context_manager.adapters import AGENT_HEADER, DEFAULT_PORT, LOOPBACK, gateway_app
 
 from ._db import CliError, is_postgres, open_for_writing, open_postgres, url_for_humans
+from ._otel import OTEL_CHOICES, tracing_for
 
 CLAUDE_API = "https://api.anthropic.com"
 API_KEY_VARIABLE = "ANTHROPIC_API_KEY"
-INSTALL_HINT = "the gateway needs starlette and uvicorn: pip install 'context-manager[gateway]'"
+INSTALL_HINT = (
+    "the gateway needs starlette and uvicorn: pip install 'thinking-context-manager[gateway]'"
+)
 
 
 def add_gateway(commands: Any, common: argparse.ArgumentParser, handler: Any) -> None:
@@ -52,6 +55,13 @@ def add_gateway(commands: Any, common: argparse.ArgumentParser, handler: Any) ->
     gateway.add_argument(
         "--agent", metavar="NAME", help=f"the agent of calls without the {AGENT_HEADER} header"
     )
+    gateway.add_argument(
+        "--otel",
+        choices=OTEL_CHOICES,
+        default=None,
+        help="print OpenTelemetry spans and metrics with the SDK's console exporter (stderr); "
+        "without it, the standard OTEL_* variables are honoured when the SDK is installed",
+    )
     gateway.set_defaults(handler=handler)
 
 
@@ -78,11 +88,18 @@ def serve_gateway(args: argparse.Namespace, out: TextIO) -> int:
         import uvicorn
     except ImportError as err:
         raise CliError(INSTALL_HINT) from err
+    tracing = tracing_for(getattr(args, "otel", None), os.environ)
     store = open_store(args.db)
     upstream = upstream_of(args)
     try:
-        app = gateway_app(store, agent=args.agent or None, upstream=upstream)
+        app = gateway_app(
+            store,
+            agent=args.agent or None,
+            upstream=upstream,
+            tracer_provider=tracing.telemetry(),
+        )
     except ImportError as err:
+        tracing.close()
         raise CliError(INSTALL_HINT) from err
     where = url_for_humans(args.db) if is_postgres(args.db) else args.db
     target = upstream or "the local simulator (offline)"
@@ -94,6 +111,7 @@ def serve_gateway(args: argparse.Namespace, out: TextIO) -> int:
     try:
         uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     finally:
+        tracing.close()  # the spans still batched are exported now
         close = getattr(store, "close", None)
         if callable(close):
             close()

@@ -2,7 +2,8 @@
 
 The only place logging is configured (never at library import): structlog events go to stderr,
 human-readable, warnings and up unless ``--verbose``; stdout carries only the program's output.
-Exit codes: 0 done, 2 bad input (one line on stderr), 130 interrupted (Ctrl-C).
+Exit codes: 0 done, 1 a non-interactive `run` in which a turn failed, 2 bad input (one line on
+stderr), 130 interrupted or stopped (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import TextIO
+from typing import TextIO, TypeAlias
 
 import structlog
 
@@ -22,7 +23,7 @@ from ._db import SIDECAR_SUFFIX, CliError
 from ._demo import run_demo
 from ._gateway import add_gateway, serve_gateway
 from ._otel import OTEL_CHOICES
-from ._run import run_session
+from ._run import Stopped, run_session
 from ._serve import add_serve_commands, demo_then_serve
 from ._transcript import show_transcript
 
@@ -85,7 +86,19 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("-v", "--verbose", action="store_true", help="log info events too (stderr)")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    demo = _add_demo(commands, common)
+    _add_run(commands, common)
+    _add_transcript(commands, common)
+    add_gateway(commands, common, _gateway)
+    add_serve_commands(commands, common, demo)
+    return parser
 
+
+Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+"""``argparse``'s sub-parsers action."""
+
+
+def _add_demo(commands: Commands, common: argparse.ArgumentParser) -> argparse.ArgumentParser:
     demo = commands.add_parser(
         "demo",
         parents=[common],
@@ -101,7 +114,10 @@ def build_parser() -> argparse.ArgumentParser:
         f"its reasoning sidecar goes to PATH{SIDECAR_SUFFIX}. Default: a temporary file",
     )
     demo.set_defaults(handler=_demo)
+    return demo
 
+
+def _add_run(commands: Commands, common: argparse.ArgumentParser) -> None:
     run = commands.add_parser(
         "run",
         parents=[common],
@@ -111,7 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
         "is stored as it happens; a second run on the same file continues the same agent and "
         "branch. Commands: /fork NAME, /switch NAME, /delete NAME, /branches, /tools, /system "
         "TEXT, /fold, /notices, /help, /quit.",
-        epilog="Exit codes: 0 at /quit or end of input, 2 bad input, 130 at Ctrl-C (nothing "
+        epilog="Exit codes: 0 at /quit or end of input, 1 at the end of input when a turn failed "
+        "(stdin not a terminal), 2 bad input, 130 at Ctrl-C (nothing "
         "stored is lost; an interrupted turn is finished by the next run).",
     )
     run.add_argument(
@@ -134,6 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.set_defaults(handler=_run)
 
+
+def _add_transcript(commands: Commands, common: argparse.ArgumentParser) -> None:
     transcript = commands.add_parser(
         "transcript",
         parents=[common],
@@ -176,9 +195,6 @@ def build_parser() -> argparse.ArgumentParser:
         ", when it exists)",
     )
     transcript.set_defaults(handler=_transcript)
-    add_gateway(commands, common, _gateway)
-    add_serve_commands(commands, common, demo)
-    return parser
 
 
 def _version() -> str:
@@ -204,8 +220,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CliError, ContextManagerError) as err:
         print(f"{PROG}: error: {_one_line(str(err))}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted; {after_interrupt(args)}", file=sys.stderr)
+    except KeyboardInterrupt as err:
+        said = "stopped" if isinstance(err, Stopped) else "interrupted"
+        print(f"{PROG}: {said}; {after_interrupt(args)}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # e.g. `| head`: the reader left; not an error of ours
         _silence_stdout()
@@ -220,6 +237,8 @@ def after_interrupt(args: argparse.Namespace) -> str:
         return f"what the demo stored so far is kept in {args.db}"
     if args.command == "transcript":
         return "nothing was written"
+    if args.command == "serve":
+        return "the console stopped; nothing was written"
     return "everything stored so far is kept"
 
 

@@ -18,6 +18,8 @@ from typing import Any, TextIO
 
 import attrs
 
+from context_manager._telemetry import Telemetry, telemetry_for
+
 from ._db import CliError
 
 OTEL_CHOICES = ("console",)
@@ -35,6 +37,10 @@ class Tracing:
     tracer_provider: Any = None
     meter_provider: Any = None
     close: Callable[[], None] = lambda: None
+
+    def telemetry(self) -> Telemetry:
+        """The ``Telemetry`` of these providers (off when tracing is)."""
+        return telemetry_for(self.tracer_provider, self.meter_provider)
 
 
 def _names(value: str | None) -> list[str]:

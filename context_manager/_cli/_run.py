@@ -142,6 +142,8 @@ class Session:
 
         self._failures = (anthropic.APIError, ContextManagerError)
         """What a failed turn raises: reported in one line, and the session goes on."""
+        self.failed = False
+        """Whether a turn (or the resumed one) failed: a run that is not interactive exits 1."""
         self.agent = agent
         self.runner = runner
         self.out = out
@@ -190,21 +192,35 @@ class Session:
         return True
 
     def turn(self, text: str) -> None:
+        running = self.agent.run_turn(text)
         try:
-            self.runner.run(self.agent.run_turn(text))
+            self.runner.run(running)
         except self._failures as err:
+            self.failed = True
             self.follow.show_new()
             self.problem(f"the turn failed: {err}")
             return
+        finally:
+            running.close()  # a Ctrl-C before it started: closed, never "never awaited"
         self.follow.show_new()
+
+    def stop(self) -> Stopped | None:
+        """At Ctrl-C: print what the turn stored; ``Stopped`` when no turn was left unfinished
+        (the Ctrl-C cut nothing), ``None`` when the next run has a turn to finish."""
+        self.follow.show_new()
+        return None if self.agent.has_unfinished_turn() else Stopped()
 
     def resume(self) -> None:
         """Finish a turn a crash or Ctrl-C interrupted last time, if there is one."""
+        resuming = self.agent.resume_turn()
         try:
-            result = self.runner.run(self.agent.resume_turn())
+            result = self.runner.run(resuming)
         except self._failures as err:
+            self.failed = True
             self.problem(f"could not finish the interrupted turn: {err}")
             return
+        finally:
+            resuming.close()
         if result is not None:
             self.say("(finishing the turn interrupted last time)")
             self.follow.show_new()
@@ -287,8 +303,14 @@ _NEW_DATABASE = {
 ``transcript`` says such a file holds no agents yet)."""
 
 
+class Stopped(KeyboardInterrupt):
+    """Ctrl-C that cut no turn (the last one had finished): said as "stopped", not
+    "interrupted", and still exit 130."""
+
+
 def run_session(args: argparse.Namespace, out: TextIO, stdin: TextIO, *, color: bool) -> int:
-    """The ``run`` command. Returns 0 at ``/quit`` or end of input, 130 at Ctrl-C.
+    """The ``run`` command. Returns 0 at ``/quit`` or end of input, 130 at Ctrl-C, and 1 at the
+    end of a run that is not interactive (stdin not a terminal) in which a turn failed.
 
     Raises:
         CliError: a bad agent name, or an unusable database or sidecar.
@@ -340,16 +362,22 @@ def run_session(args: argparse.Namespace, out: TextIO, stdin: TextIO, *, color: 
         )
         with asyncio.Runner() as runner:
             session = Session(agent, runner, out, color=color)
-            session.resume()
-            while True:
-                if stdin.isatty():
-                    out.write("> ")
-                    out.flush()
-                line = stdin.readline()
-                if not line or not session.handle(line):
-                    break
+            try:
+                session.resume()
+                while True:
+                    if stdin.isatty():
+                        out.write("> ")
+                        out.flush()
+                    line = stdin.readline()
+                    if not line or not session.handle(line):
+                        break
+            except KeyboardInterrupt:
+                stopped = session.stop()
+                if stopped is not None:
+                    raise stopped from None
+                raise
             runner.run(client.close())  # not after Ctrl-C: the process is ending anyway
-        return 0
+        return 1 if session.failed and not stdin.isatty() else 0
     finally:
         if tracing is not None:
             tracing.close()  # the spans still batched are exported now

@@ -3,7 +3,9 @@
 Read-only: the database (and its sidecar) are checked and opened as ``transcript`` opens them and
 never written. Loopback unless ``--host`` names another address. Without ``--tokens`` one owner
 token is made for the run and printed with the URL (it is the only way in: no token, no page).
-Registered by ``add_serve_commands`` (one call in ``build_parser``), so this module owns all of it.
+On PostgreSQL the console also mirrors the live reasoning runtimes publish there
+(``Runtime.publish_reasoning``). Registered by ``add_serve_commands`` (one call in
+``build_parser``), so this module owns all of it.
 """
 
 from __future__ import annotations
@@ -17,8 +19,19 @@ from pathlib import Path
 from typing import TextIO
 
 from context_manager._reasoning._store import ReasoningStore
+from context_manager._store._postgres import PostgresStore
 from context_manager._store._protocol import Store
-from context_manager.web import LOOPBACK, Access, ConsoleServer, Principal, StoreSource, create_app
+from context_manager.runtime import MirroredReasoning
+from context_manager.web import (
+    LOOPBACK,
+    Access,
+    CallbackSource,
+    ConsoleServer,
+    ConsoleSource,
+    Principal,
+    StoreSource,
+    create_app,
+)
 
 from ._db import (
     SIDECAR_SUFFIX,
@@ -112,8 +125,17 @@ def serve_on(where: str, args: argparse.Namespace, out: TextIO) -> int:
     """Serve the console on the database ``where`` until Ctrl-C; returns 0."""
     access, token = _access(args)
     with _database(where) as (store, sidecar):
+        durable = StoreSource(store, sidecar)
+        mirror = MirroredReasoning(store) if isinstance(store, PostgresStore) else None
+        source: ConsoleSource = durable
+        if mirror is not None:
+            source = CallbackSource(durable.agents, durable.context, mirror.hub)
         server = ConsoleServer(
-            create_app(StoreSource(store, sidecar), access), args.host, args.port
+            create_app(source, access),
+            args.host,
+            args.port,
+            in_loop=mirror.start if mirror is not None else None,
+            on_stop=mirror.stop if mirror is not None else None,
         )
 
         def announce(url: str) -> None:
@@ -143,6 +165,6 @@ def demo_then_serve(args: argparse.Namespace, out: TextIO, *, color: bool) -> in
         run_demo(args, out, color=color)
         return serve_on(args.db, args, out)
     with tempfile.TemporaryDirectory(prefix="context-manager-demo-") as scratch:
-        args.db = str(Path(scratch) / "demo.db")
-        run_demo(args, out, color=color)
-        return serve_on(args.db, args, out)
+        path = str(Path(scratch) / "demo.db")  # args.db stays None: Ctrl-C says it is removed
+        run_demo(argparse.Namespace(**{**vars(args), "db": path}), out, color=color)
+        return serve_on(path, args, out)

@@ -22,6 +22,7 @@ from context_manager._model._content import (
     ThinkingBlock,
     ToolResultBlock,
 )
+from context_manager._model._editing import CallEdits
 from context_manager._model._messages import StoredMessage
 from context_manager._model._usage import USAGE_KEY, CallUsage
 from context_manager._reasoning._audit import (
@@ -231,11 +232,51 @@ def turn_usage(
         yield opener, calls, usage
 
 
+def reply_edits(message: StoredMessage) -> CallEdits:
+    """What the server's context editing cleared on a recorded reply's call (zeros if none)."""
+    return CallEdits.of(message.metadata.extra)
+
+
+def turn_edits(messages: Iterator[StoredMessage]) -> list[CallEdits]:
+    """What the server's context editing cleared per turn, in ``turn_usage``'s turns."""
+    out: list[CallEdits] = []
+    tool_uses = thinking = tokens = 0
+    started = False
+    for message in messages:
+        if opens_turn(message):
+            if started:
+                out.append(CallEdits(tool_uses, thinking, tokens))
+            started, tool_uses, thinking, tokens = True, 0, 0, 0
+        elif message.role == "assistant":
+            started = True
+            edits = reply_edits(message)
+            tool_uses += edits.cleared_tool_uses
+            thinking += edits.cleared_thinking_turns
+            tokens += edits.cleared_input_tokens
+    if started:
+        out.append(CallEdits(tool_uses, thinking, tokens))
+    return out
+
+
+def _edits_json(edits: CallEdits) -> dict[str, int]:
+    """The per-turn JSON fields of a turn whose calls the server edited (none otherwise)."""
+    if edits == CallEdits():
+        return {}
+    return {
+        "cleared_tool_uses": edits.cleared_tool_uses,
+        "cleared_thinking_turns": edits.cleared_thinking_turns,
+        "cleared_input_tokens": edits.cleared_input_tokens,
+    }
+
+
 def _show_usage(
     cm: ContextManager, record: BranchRecord, out: TextIO, *, json_lines: bool, color: bool
 ) -> None:
-    """Tokens per turn (uncached input, cache reads, cache writes, output) and the total."""
+    """Tokens per turn (uncached input, cache reads, cache writes, output) and the total; what
+    server-side context editing cleared, when it cleared anything."""
     turns = list(turn_usage(_messages(cm, record.ref.name, None)))
+    edits = turn_edits(_messages(cm, record.ref.name, None))
+    edits += [CallEdits()] * (len(turns) - len(edits))
     total = CallUsage.total(usage for _, _, usage in turns)
     calls = sum(n for _, n, _ in turns)
     share = total.cache_read_input_tokens / total.total_input if total.total_input else 0.0
@@ -247,6 +288,7 @@ def _show_usage(
                 "text": message_text(opener)[:USAGE_SNIPPET_CHARS] if opener else None,
                 "calls": n,
                 **usage.to_json(),
+                **_edits_json(edits[number - 1]),
             }
             print(json.dumps(entry), file=out)
         summary = {"total": {"calls": calls, **total.to_json(), "cache_read_share": share}}
@@ -268,6 +310,13 @@ def _show_usage(
     for line in table(rows, header):
         print(line, file=out)
     print(f"cache read share: {share:.1%} of {total.total_input} input tokens", file=out)
+    cleared = [(number, e) for number, e in enumerate(edits, start=1) if e != CallEdits()]
+    for number, e in cleared:
+        print(
+            f"turn {number}: the server cleared {e.cleared_tool_uses} tool uses and "
+            f"{e.cleared_thinking_turns} thinking turns ({e.cleared_input_tokens} input tokens)",
+            file=out,
+        )
 
 
 def _snippet(message: StoredMessage | None) -> str:

@@ -40,6 +40,8 @@ from ._fold import (
     plan_fold,
     summary_parts,
 )
+from ._judge import judge_thinking
+from ._message import render_message
 from ._render import (
     EMPTY_REPLY_TEXT,
     MISSING_RESULT_TEXT,
@@ -50,8 +52,6 @@ from ._render import (
     StripReason,
     close_tool_round,
     is_clean_start,
-    judge_thinking,
-    render_message,
     render_text_prefix,
     rendered_role,
 )

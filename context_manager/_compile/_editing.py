@@ -1,4 +1,4 @@
-"""Finishing a compiled request with server-side context editing (VENDOR_RULES 29, 23).
+"""Finishing a compiled request with server-side context editing (provider rules 29, 23).
 
 Pure function, one concern: a context with ``ContextEditing`` gets ``context_management`` and its
 beta on every request, except one that carries a compaction block or asks for a compaction (the

@@ -1,8 +1,9 @@
 """Stage 5, pressure: the ordered passes that keep a request inside its budget or window.
 
-``PRESSURE`` is the order (SPEC 18): refuse what can never fit, then context editing (none
-yet), then compaction or fold, then holding back releases made mid-round (``_defer``), then
-shedding the oldest thinking, then a window jump. Each pass
+``PRESSURE`` is the order (SPEC 18): refuse what can never fit, then context editing (the
+server's own clearing, ``_stage_edit``: the later passes measure the window as the API will see
+it after its edits, ``pressure_tokens``), then compaction or fold, then holding back releases
+made mid-round (``_defer``), then shedding the oldest thinking, then a window jump. Each pass
 is a generator ``(run, draft) -> Draft`` (a fold yields its ``FoldRequest`` to be summarized);
 a new strategy is a new module whose pass is added here, in its place.
 """
@@ -20,7 +21,9 @@ from ._fold import FoldRequest
 from ._inflight import inflight_index
 from ._run import Draft, Run
 from ._selection import jump_anchor, required_tokens
+from ._stage_edit import pressure_tokens
 from ._stage_fold import fold
+from ._stage_shed import shed
 
 Pass = Callable[[Run, Draft], Generator[FoldRequest, str, Draft]]
 """One pressure pass."""
@@ -41,22 +44,9 @@ def _fits(run: Run, draft: Draft) -> None:
             raise OverBudget(run.budget, needed + run.head_tokens)
 
 
-def shed(run: Run, draft: Draft) -> Generator[FoldRequest, str, Draft]:
-    """Leave out the oldest sent thinking down to the window's target (SPEC 7, shedding),
-    unless a fold ran (it re-rendered already)."""
-    yield from ()
-    limit = run.limit
-    if limit is None or draft.folded or not run.engine.sheds():
-        return draft
-    if draft.state.total_tokens <= limit[1]:
-        return draft
-    state = run.engine.shed(run, draft.ctx, draft.state, limit[0], draft.pending())
-    return attrs.evolve(draft, state=state)
-
-
 def jump(run: Run, draft: Draft) -> Generator[FoldRequest, str, Draft]:
     """Over the cap, start the window later (``jump_anchor``); mid-round a jump would change
-    what precedes the in-flight reply (VENDOR_RULES 6): deferred until the round closes, and
+    what precedes the in-flight reply (provider rule 6): deferred until the round closes, and
     over the hard budget then nothing fits (``OverBudget``; issue 28 item 4)."""
     yield from ()
     if run.limit is None:
@@ -65,7 +55,7 @@ def jump(run: Run, draft: Draft) -> Generator[FoldRequest, str, Draft]:
     target, cap = run.limit
     state = draft.state
     mid_round = inflight_index(state) is not None
-    if state.total_tokens > cap and not mid_round:
+    if pressure_tokens(run, draft) > cap and not mid_round:
         start = jump_anchor(state.spans, target)
         if start is not None and start != state.start:
             state = run.engine.full_render(run, draft.ctx, start=start, pending=draft.pending())
@@ -76,4 +66,5 @@ def jump(run: Run, draft: Draft) -> Generator[FoldRequest, str, Draft]:
 
 
 PRESSURE: tuple[Pass, ...] = (refuse_over_budget, fold, defer_releases, shed, jump)
-"""The pressure passes, in order (context editing and server compaction go before ``fold``)."""
+"""The pressure passes, in order (server compaction goes before ``fold``; context editing is
+measured by each pass, ``pressure_tokens``)."""

@@ -16,28 +16,11 @@ from typing import Any, Literal
 import attrs
 
 from context_manager._binding._chain import (
-    THINKING_TYPES as WIRE_THINKING,
-)
-from context_manager._binding._chain import (
-    block_bytes,
     block_tag,
     feed_block,
-    feed_tagged,
     is_wire_thinking,
-    own_digest,
-    seal_bytes,
 )
-from context_manager._binding._stamp import legacy_stamp, readable_stamp
-from context_manager._binding._validity import (
-    head_changes,
-    judge,
-    judge_legacy,
-    judge_unchecked,
-    producer_readable,
-)
-from context_manager._model._canonical import signature_digest
 from context_manager._model._content import (
-    THINKING_TYPES,
     Block,
     ImageBlock,
     RedactedThinkingBlock,
@@ -47,15 +30,12 @@ from context_manager._model._content import (
     ToolUseBlock,
     UnknownBlock,
     block_to_wire,
-    signature_of,
 )
 from context_manager._model._log import library_logger
-from context_manager._model._messages import HEAD_CHANGE_KIND, MessageId, StoredMessage
+from context_manager._model._messages import MessageId, StoredMessage
 from context_manager._model._readability import Readability, documented_readability
 from context_manager._model._results import ProvenanceEntry, ProvenanceKind, Source
 from context_manager._store._protocol import Release
-
-from ._strategies import estimate_from_chars, estimate_tokens, wire_chars
 
 log = library_logger("context_manager.render")
 
@@ -340,107 +320,6 @@ def is_clean_start(message: StoredMessage) -> bool:
     )
 
 
-def judge_thinking(
-    ctx: RenderContext,
-    message: StoredMessage,
-    index: int,
-    block: Block,
-    wire: Mapping[str, Any],
-    chain: bytes,
-    last_kept: str | None,
-    canonical: bytes | None = None,
-    legacy_chain: bytes | None = None,
-) -> tuple[StripReason | Literal["keep", "unread", "hidden"], tuple[str, ...]]:
-    """Whether a thinking block is sent, and if not why (``_binding._validity.judge``).
-
-    ``"unread"``: sent, but the requested model cannot read it (reported as a ``head`` loss).
-    ``"hidden"``: left out and never reported (released earlier and already reported, or never
-    sendable because unsigned). ``canonical``: ``block_bytes(wire)`` when already at hand.
-    """
-    release = ctx.releases.get(message.id)
-    stamp = readable_stamp(ctx.stamps.get(message.id))
-    if release is not None and index >= release.from_block:
-        if release.reported_at(index):
-            return "hidden", ()
-        # A released block whose head also changed reports the head: the strip's cause is read
-        # at its first block, and a head change must not pass as a message change (SPEC 7).
-        head = stamp.get("head") if stamp is not None else None
-        if ctx.binds and not ctx.checks_prefix:
-            if stamp is not None and not producer_readable(
-                stamp, ctx.model, ctx.digests["model"], ctx.reads
-            ):
-                return "head", ("model",)
-        elif ctx.binds and isinstance(head, Mapping):
-            readable = producer_readable(stamp or {}, ctx.model, ctx.digests["model"], ctx.reads)
-            changed = head_changes(head, ctx.digests, ctx.bound, readable=readable)
-            verdict, changed = appended_cause(ctx, "head", changed, stamp) if changed else ("", ())
-            if verdict == "head":
-                return "head", changed
-        return "released", ()
-    if not signature_of(block):
-        return "hidden", ()
-    if not ctx.binds:
-        return "keep", ()
-    if canonical is None:
-        canonical = block_bytes(wire)
-    old = legacy_stamp(ctx.stamps.get(message.id)) if stamp is None else None
-    if not ctx.checks_prefix and (stamp is not None or old is not None):
-        unchecked = judge_unchecked(
-            stamp if stamp is not None else old,
-            own_digest(canonical),
-            reader=ctx.model,
-            digests=ctx.digests,
-            reads=ctx.reads,
-            original=message.sequence < ctx.unedited_below,
-        )
-        if unchecked is not None:
-            return unchecked.verdict, unchecked.changed
-    if old is not None and legacy_chain is not None:
-        legacy = judge_legacy(
-            old,
-            index,
-            seal_bytes(legacy_chain, canonical),
-            reader=ctx.model,
-            digests=ctx.digests,
-            bound=ctx.bound,
-            reads=ctx.reads,
-        )
-        return appended_cause(ctx, legacy.verdict, legacy.changed, old)
-    judgement = judge(
-        stamp,
-        index,
-        seal_bytes(chain, canonical),
-        reader=ctx.model,
-        digests=ctx.digests,
-        bound=ctx.bound,
-        reads=ctx.reads,
-        last_kept=last_kept,
-    )
-    return appended_cause(ctx, judgement.verdict, judgement.changed, stamp)
-
-
-def appended_cause(
-    ctx: RenderContext,
-    verdict: StripReason | Literal["keep", "unread"],
-    changed: tuple[str, ...],
-    stamp: Mapping[str, Any] | None,
-) -> tuple[StripReason | Literal["keep", "unread"], tuple[str, ...]]:
-    """While changes are appended (SPEC 7b) a system or tools difference is no head cause: the
-    request's head is the anchored one, so a block bound to an earlier anchor lost its prefix
-    to the re-render that re-anchored (a fold, a window jump), a message change. Only the model
-    check failing (for ``stamp``'s producer), bound settings, or a head this compile rewrites
-    keep the cause ``head``."""
-    if not ctx.appends or ctx.head_changed or verdict != "head":
-        return verdict, changed
-    kept = tuple(c for c in changed if c not in ("system", "tools"))
-    unreadable = stamp is not None and not producer_readable(
-        stamp, ctx.model, ctx.digests.get("model", ""), ctx.reads
-    )
-    if not unreadable and not any(c != "model" and c in ctx.bound for c in kept):
-        return "prefix", ()
-    return "head", kept
-
-
 def _empty_reply() -> dict[str, Any]:
     return {"type": "text", "text": EMPTY_REPLY_TEXT}
 
@@ -534,201 +413,6 @@ def render_text_prefix(
     source = Source(message.id, {j: b for j, (b, _) in enumerate(pairs)})
     _push(state, ctx, "user", [w for _, w in pairs], kind, source)
     state.last_sequence = max(state.last_sequence, message.sequence)
-
-
-def render_message(state: RenderState, ctx: RenderContext, message: StoredMessage) -> int:
-    """Extend ``state`` by one stored message, judging its thinking in place.
-
-    Returns:
-        The canonical bytes of the blocks it newly encoded into ``ctx.pieces`` (0 without them):
-        what keeping the window's encoded blocks costs grows by that much.
-    """
-    sequence = message.sequence
-    if sequence > state.last_sequence:
-        state.last_sequence = sequence
-    state.sequences[message.id] = sequence
-    metadata = message.metadata
-    if metadata.kind is not None:
-        if metadata.kind == "summary":
-            return 0
-        if metadata.kind == HEAD_CHANGE_KIND:
-            if not ctx.appends or sequence <= ctx.anchor_sequence:
-                state.spans.append(Span(sequence, 0, False))
-                return 0  # part of the anchored head, or changes are not appended: the head says it
-            sent = metadata.extra.get("sent")
-            state.last_change = dict(sent) if isinstance(sent, Mapping) else state.last_change
-    notice = message.role == "system" or metadata.system_notice
-    role = rendered_role(message, state, ctx) if notice else message.role
-    if role == "system":
-        _hold_system(state, ctx, message)
-        return 0
-    if role == "user" and state.blank_reply and state.messages[-1]["role"] == "user":
-        _push(state, ctx, "assistant", [_empty_reply()], "synthetic", None)
-    state.blank_reply = False
-    follows_reply = (
-        role == "assistant" and bool(state.messages) and state.messages[-1]["role"] == "assistant"
-    )
-    if state.open_tool_uses and role != "user" and not follows_reply:
-        # a reply stored right after a reply merges with it; the round stays open for both
-        _push(state, ctx, "user", _synthetic_results(state.open_tool_uses), "synthetic", None)
-        state.open_tool_uses = {}
-    after_user = bool(state.messages) and state.messages[-1]["role"] == "user"
-    if role == "assistant" and state.pending_system and after_user:
-        _place_system(state, ctx)
-
-    last = state.messages[-1] if state.messages else None
-    merging = last is not None and last["role"] == role
-    chain = state.chain
-    kept: list[dict[str, Any]] = []
-    mapping: dict[int, int] = {}
-    signatures: dict[int, str] = {}
-    offset = len(last["content"]) if merging and last is not None else 0
-    answered: set[str] = set()
-    new_tool_uses: dict[str, str] = {}
-    synthetic: list[dict[str, Any]] = []
-    if role == "user" and state.open_tool_uses:
-        results = {b.tool_use_id for b in message.content if isinstance(b, ToolResultBlock)}
-        missing = {t: n for t, n in state.open_tool_uses.items() if t not in results}
-        if missing and (results or notice):
-            # a call answered with text alone is sent as stored (a forced structured-output
-            # call: the API took it); a round answered in part, or by a notice, is closed
-            synthetic = _synthetic_results(missing)
-
-    last_kept = state.last_kept
-    content = message.content
-    memo: list[Piece | None] | None = None
-    if ctx.pieces is not None:
-        memo = ctx.pieces.get(message.id)
-        if memo is None or len(memo) != len(content):
-            memo = ctx.pieces[message.id] = [None] * len(content)
-    else:
-        memo = [None] * len(content)  # kept for this render only
-    encoded = 0  # the bytes of the pieces put in ``memo``
-
-    counting = ctx.estimator is estimate_tokens  # the default: counted per block, kept
-    chars = 0
-    tag = _TAGS.get(role) or block_tag(role)
-
-    legacy = state.legacy_chain  # kept only while the render holds version-1 stamps
-
-    for wire in synthetic:  # no ``Piece``: encoded here (a closure would slow the loop below)
-        if legacy is not None:  # every block sent, thinking included (version-1 stamps)
-            legacy = feed_block(legacy, role, wire)
-        if not is_wire_thinking(wire):
-            chain = feed_block(chain, role, wire)
-        if counting:
-            chars += wire_chars(wire)
-        kept.append(wire)
-    clean = message.role == "user"  # and no tool result: a render may start here
-    blank = _blank_only(content)  # whitespace text is sent only beside other content
-    for index, block in enumerate(content):
-        cls = type(block)
-        if cls not in _EXACT:  # a subclass: judged as its block class
-            cls = next((c for c in _EXACT if isinstance(block, c)), cls)
-        if cls is TextBlock:
-            text = block.text  # type: ignore[union-attr]
-            if not text or (blank and text.isspace()):
-                continue  # the API refuses "" and a message of whitespace only
-        elif notice:
-            clean = clean and cls is not ToolResultBlock
-            continue  # a notice sends its text only
-        elif cls in THINKING_TYPES:
-            if message.role != "assistant":
-                log.info("thinking_outside_reply_left_out", message_id=message.id, block=index)
-                continue
-            release = ctx.releases.get(message.id)
-            if release is not None and release.reported_at(index):
-                continue  # released and reported: never sent, never asked of the sidecar again
-            resolved = ctx.resolve(block) if ctx.resolve is not None else block
-            if resolved is None:  # its text is gone for good: released at commit
-                state.unreported.append(StripEntry(message.id, index, "unstamped", kind="release"))
-                continue
-            same = resolved is block or resolved == block
-            got = memo[index] if same else None
-            if got is None:
-                wire = block_to_wire(resolved)
-                got = (wire, block_bytes(wire), wire_chars(wire))
-                if same:  # the sidecar's text is never kept (it can be erased)
-                    memo[index] = got
-                    encoded += len(got[1])
-            wire, canonical, size = got
-            block = resolved
-            verdict, changed = judge_thinking(
-                ctx, message, index, block, wire, chain, last_kept, canonical, legacy
-            )
-            if verdict == "keep" or verdict == "unread":
-                last_kept = signature_digest(signature_of(block))
-                signatures[offset + len(kept)] = last_kept
-                if verdict == "keep":
-                    state.kept_thinking.add((message.id, index))
-                else:  # sent, the provider drops it: lost for this request only
-                    spot = (message.id, index)
-                    state.left_out[spot] = StripEntry(message.id, index, "head", changed)
-                    at = len(state.messages) - 1 if merging else len(state.messages)
-                    state.unread[spot] = f"messages.{at}.content.{offset + len(kept)}"
-                mapping[offset + len(kept)] = index
-                chars += size
-                kept.append(wire)
-                if legacy is not None:
-                    legacy = feed_tagged(legacy, tag, canonical)
-            elif release is not None and index >= release.from_block:
-                if verdict != "hidden":
-                    entry = StripEntry(message.id, index, verdict, changed, kind="released")
-                    state.unreported.append(entry)
-            elif verdict != "hidden":
-                state.left_out[(message.id, index)] = StripEntry(
-                    message.id, index, verdict, changed
-                )
-            continue
-        elif cls is ToolResultBlock:
-            clean = False
-            tool_use_id = block.tool_use_id  # type: ignore[union-attr]
-            if role != "user" or tool_use_id not in state.open_tool_uses:
-                log.info("stray_tool_result_left_out", message_id=message.id, block=index)
-                continue
-            if tool_use_id in answered:
-                continue
-            answered.add(tool_use_id)
-        elif cls is ToolUseBlock:
-            new_tool_uses[block.id] = block.name  # type: ignore[union-attr]
-        got = memo[index]
-        if got is None:
-            wire = block_to_wire(block)
-            got = memo[index] = (wire, block_bytes(wire), wire_chars(wire))
-            encoded += len(got[1])
-        wire, canonical, size = got
-        if wire.get("type") not in WIRE_THINKING:  # an unknown block may still say thinking
-            chain = feed_tagged(chain, tag, canonical)
-        if legacy is not None:
-            legacy = feed_tagged(legacy, tag, canonical)
-        mapping[offset + len(kept)] = index
-        chars += size
-        kept.append(wire)
-
-    if kept and _blank_wire(kept):  # its other blocks were left out: nothing to send
-        kept, mapping = [], {}
-    if role == "assistant" and not kept and not merging and blank and content:
-        state.blank_reply = True  # a reply that said nothing: the turn is kept (EMPTY_REPLY_TEXT)
-    if role == "user":
-        if state.open_tool_uses:
-            state.open_tool_uses = {}
-    elif new_tool_uses:
-        state.open_tool_uses = {**state.open_tool_uses, **new_tool_uses}
-    if not kept:
-        tokens = 0
-    elif counting:
-        tokens = estimate_from_chars(role, chars)
-    else:
-        tokens = ctx.estimator({"role": role, "content": kept})
-    if kept:
-        state.chain = chain
-        state.legacy_chain = legacy
-        state.last_kept = last_kept
-        kind: ProvenanceKind = "notice" if notice else "message"
-        source = Source(message.id, mapping, signatures)
-        _attach(state, ctx, role, kept, kind, source, merging, tokens)
-    state.spans.append(Span(sequence, tokens, clean))
-    return encoded if ctx.pieces is not None else 0
 
 
 def close_tool_round(state: RenderState) -> list[dict[str, Any]]:

@@ -107,17 +107,6 @@ class Engine(Protocol):
         pending: Sequence[StoredMessage] = (),
     ) -> RenderState: ...
 
-    def sheds(self) -> bool: ...
-
-    def shed(
-        self,
-        run: Run,
-        ctx: RenderContext,
-        state: RenderState,
-        target: int,
-        pending: Sequence[StoredMessage],
-    ) -> RenderState: ...
-
     def plan_fold(self, run: Run, state: RenderState, strategy: Fold) -> FoldRequest | None: ...
 
     def skips_a_change(

@@ -29,6 +29,7 @@ from typing import Any
 import attrs
 from attrs import AttrsInstance
 
+from context_manager._model._process import PROCESS
 from context_manager._store._protocol import Lineage
 
 from ._compact import CompactRender
@@ -40,26 +41,22 @@ FORMAT = 2
 _PACKAGE = Path(__file__).resolve().parents[1]
 """The ``context_manager`` package whose source the code digest covers."""
 
-_digest: list[str | None] = []
-"""This process's code digest, once computed (a list: no module-level ``global``)."""
-
-_switch: list[bool] = [True]
-
 
 def set_render_snapshots(enabled: bool) -> None:
     """Save and restore render snapshots in this process (the default), or neither.
 
     With them, a compile after a branch's cached render was dropped, and a restarted host's
     first compile, restore the branch's render from the store when nothing it depended on has
-    changed; a render from the stored messages saves one (and so does compacting an idle
-    branch's render). Without them every such compile renders from the stored messages.
+    changed; a render from the stored messages saves one, into the compiling manager's own
+    store (compacting an idle branch's render writes nothing). Without them every such compile
+    renders from the stored messages.
     """
-    _switch[0] = bool(enabled)
+    PROCESS.snapshots.enabled = bool(enabled)
 
 
 def enabled() -> bool:
     """Whether render snapshots are on in this process."""
-    return _switch[0]
+    return PROCESS.snapshots.enabled
 
 
 def code_digest() -> str | None:
@@ -68,17 +65,18 @@ def code_digest() -> str | None:
     Read once per process; a snapshot written by other code (another release, a local change)
     never matches.
     """
-    if not _digest:
+    digest_once = PROCESS.snapshots.digest
+    if not digest_once:
         try:
             files = sorted(_PACKAGE.rglob("*.py"))
             digest = hashlib.sha256()
             for path in files:
                 digest.update(str(path.relative_to(_PACKAGE)).encode())
                 digest.update(path.read_bytes())
-            _digest.append(digest.hexdigest() if files else None)
+            digest_once.append(digest.hexdigest() if files else None)
         except OSError:
-            _digest.append(None)
-    return _digest[0]
+            digest_once.append(None)
+    return digest_once[0]
 
 
 def stable_name(value: object) -> str:

@@ -1,6 +1,7 @@
 """Stages 7 and 8, the in-flight round and the request: the open round's reply as recorded
-(VENDOR_RULES 6), then the request body (head, settings, betas, the round closed, cache
-breakpoints). Pure apart from the in-flight read; raises before anything is written."""
+(provider rule 6), then the request body (head, settings, betas, the round closed, cache
+breakpoints, server-side context editing: ``_editing``). Pure apart from the in-flight read;
+raises before anything is written."""
 
 from __future__ import annotations
 
@@ -37,9 +38,9 @@ def finish_request(run: Run, draft: Draft) -> Draft:
     """The request body and the chain at its end."""
     m = run.engine.manager
     body, end_chain = request_body(m.binding, draft.head, draft.state)
-    body = finish_editing(body, m.editing)
     if draft.inflight is not None:
         body["messages"][draft.inflight.index] = draft.inflight.message
+    body = finish_editing(body, m.editing)
     return attrs.evolve(draft, body=place_breakpoints(body, m.caching), end_chain=end_chain)
 
 

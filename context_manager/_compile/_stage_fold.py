@@ -14,6 +14,7 @@ from context_manager._model._messages import StoredMessage
 from ._fold import FoldRequest, fold_entries, summary_parts
 from ._render import RenderState
 from ._run import PREVIEW_SUMMARY_ID, Draft, Run
+from ._stage_edit import pressure_tokens
 from ._strategies import Fold
 
 
@@ -28,10 +29,11 @@ def carry_ages(before: RenderState, after: RenderState) -> None:
 
 
 def fold(run: Run, draft: Draft) -> Generator[FoldRequest, str, Draft]:
-    """Fold when the render is over the strategy's trigger (SPEC 7, ``Fold``)."""
+    """Fold when the render, as the API sees it after its context edits, is over the
+    strategy's trigger (SPEC 7, ``Fold``)."""
     strategy = run.engine.manager.strategy
     state = draft.state
-    if not isinstance(strategy, Fold) or state.total_tokens <= strategy.trigger_tokens:
+    if not isinstance(strategy, Fold) or pressure_tokens(run, draft) <= strategy.trigger_tokens:
         return draft
     request = run.engine.plan_fold(run, state, strategy)
     if request is None:

@@ -15,7 +15,8 @@ from context_manager._store._protocol import AnchoredHead
 
 from ._append import Change, Sent, head_json, plan_change, request_head
 from ._branch import CacheKey, Steady
-from ._render import RenderContext, render_message
+from ._message import render_message
+from ._render import RenderContext
 from ._run import HEAD_CHANGE_PREVIEW_ID, Draft, Run
 
 

@@ -1,6 +1,7 @@
 """Stage 9, the report: what this compile newly leaves out (the strip), the replies it sends
-again (``restored``), and the binding-record write and snapshot it wants. Pure: reads the
-render and the branch's binding record as the last committing compile left it."""
+again (``restored``), and the binding-record write and snapshot it wants; then the
+``CompileResult``. Pure: reads the render and the branch's binding record as the last committing
+compile left it."""
 
 from __future__ import annotations
 
@@ -8,12 +9,17 @@ from collections.abc import Sequence
 
 import attrs
 
+from context_manager._model._log import library_logger
 from context_manager._model._messages import MessageId
-from context_manager._model._results import ThinkingStrip
+from context_manager._model._results import CompileResult, ProvenanceEntry, ThinkingStrip
 
 from ._branch import BindingRecord
 from ._render import RenderState, StripEntry
 from ._run import BindingWrite, Draft, Run
+from ._stage_finish import end_predecessor
+from ._tokens import request_tokens
+
+log = library_logger("context_manager.compile")
 
 SNAPSHOT_REFRESH_MESSAGES = 64
 """A compile that restored a snapshot this many or more messages behind saves a fresh one (a
@@ -152,4 +158,48 @@ def make_strip(
         blocks=len(entries),
         branch=key,
         compile_id=compile_id,
+    )
+
+
+def compile_result(run: Run, draft: Draft, appended: tuple[MessageId, ...]) -> CompileResult:
+    """The compile's result (and, for a committing compile that strips, its log event)."""
+    m, state, body = run.engine.manager, draft.state, draft.body
+    provenance = list(state.provenance)
+    if draft.inflight is not None:
+        provenance[draft.inflight.index] = draft.inflight.entry
+    extra = len(body["messages"]) - len(state.messages)
+    strip = draft.strip
+    if strip is not None and not run.dry_run:
+        log.info(
+            "thinking_stripped",
+            namespace=m.namespace,
+            branch=run.key,
+            compile_id=run.compile_id,
+            cause=strip.cause,
+            changed=list(strip.changed),
+            replies=len(strip.replies),
+            blocks=strip.blocks,
+        )
+    return CompileResult(
+        request=body,
+        provenance=(*provenance, *(ProvenanceEntry(kind="synthetic") for _ in range(extra))),
+        thinking_strip=strip,
+        compile_id=run.compile_id,
+        dry=run.dry_run,
+        tokens=request_tokens(m.estimator, body)
+        or state.total_tokens
+        + int(m.estimator({"system": draft.head.system, "tools": list(draft.head.tools)})),
+        branch=run.key,
+        namespace=m.namespace,
+        head_digests=dict(draft.head.digests),
+        end_chain=draft.end_chain,
+        manager_token=m.token,
+        last_sequence=state.last_sequence,
+        end_predecessor=end_predecessor(draft),
+        restored=draft.restored,
+        appended=appended,
+        unreadable=tuple(state.unread.values()),
+        start_sequence=state.start,
+        shed=tuple(dict.fromkeys(e.message_id for e in draft.entries if e.reason == "shed")),
+        folded=len(draft.effects.fold.covered) if draft.effects.fold is not None else 0,
     )

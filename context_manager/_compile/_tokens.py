@@ -193,8 +193,15 @@ class ApiTokenCounter:
 
 
 def _sdk_count(client: anthropic.Anthropic) -> CountFunction:
+    """Counts of requests as sent: with ``context_management`` the API answers the edited count
+    as ``input_tokens`` and the sent one as ``context_management.original_input_tokens``, which
+    is what the per-message counts are learned from (the client sends its full history)."""
+
     def count(params: dict[str, Any]) -> int:
-        return int(client.beta.messages.count_tokens(**params).input_tokens)
+        counted = client.beta.messages.count_tokens(**params)
+        edited = getattr(counted, "context_management", None)
+        original = getattr(edited, "original_input_tokens", None)
+        return int(original if isinstance(original, int) else counted.input_tokens)
 
     return count
 

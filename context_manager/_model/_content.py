@@ -155,25 +155,34 @@ def _unstructure_block(block: Block) -> dict[str, Any]:
     return wire
 
 
+def _common_block(wire: dict[str, Any]) -> Block | None:
+    """The commonest blocks, as stored (exactly their fields, of the plain types), or
+    ``None`` for anything else (structured the general way)."""
+    kind = wire.get("type")
+    if kind == "text" and len(wire) == 2:
+        text = wire.get("text")
+        if type(text) is str:
+            return TextBlock(text)
+    elif kind == "thinking" and len(wire) == 3:
+        thinking, signature = wire.get("thinking"), wire.get("signature")
+        if type(thinking) is str and type(signature) is str:
+            return ThinkingBlock(thinking, signature)
+    elif kind == "tool_result" and len(wire) == 3:
+        tool_use_id, content = wire.get("tool_use_id"), wire.get("content")
+        if type(tool_use_id) is str and type(content) is str:
+            return ToolResultBlock(tool_use_id, content)
+    elif kind == "tool_use" and len(wire) == 4:
+        call_id, name, arguments = wire.get("id"), wire.get("name"), wire.get("input")
+        if type(call_id) is str and type(name) is str and type(arguments) is dict:
+            return ToolUseBlock(call_id, name, arguments)
+    return None
+
+
 def _structure_block(wire: Any, _: Any = None) -> Block:
     if type(wire) is dict:  # the commonest blocks, as stored: nothing else to look at
-        kind = wire.get("type")
-        if kind == "text" and len(wire) == 2:
-            text = wire.get("text")
-            if type(text) is str:
-                return TextBlock(text)
-        elif kind == "thinking" and len(wire) == 3:
-            thinking, signature = wire.get("thinking"), wire.get("signature")
-            if type(thinking) is str and type(signature) is str:
-                return ThinkingBlock(thinking, signature)
-        elif kind == "tool_result" and len(wire) == 3:
-            tool_use_id, content = wire.get("tool_use_id"), wire.get("content")
-            if type(tool_use_id) is str and type(content) is str:
-                return ToolResultBlock(tool_use_id, content)
-        elif kind == "tool_use" and len(wire) == 4:
-            call_id, name, arguments = wire.get("id"), wire.get("name"), wire.get("input")
-            if type(call_id) is str and type(name) is str and type(arguments) is dict:
-                return ToolUseBlock(call_id, name, arguments)
+        common = _common_block(wire)
+        if common is not None:
+            return common
     if type(wire) is not dict and not isinstance(wire, Mapping):  # dict: no ABC check
         raise InvalidType(f"content block must be a dict with a 'type', got {wire!r}")
     if None in wire.values():

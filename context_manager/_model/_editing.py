@@ -1,4 +1,4 @@
-"""Server-side context editing settings (VENDOR_RULES 29) and what a reply reports about it.
+"""Server-side context editing settings (provider rule 29) and what a reply reports about it.
 
 Pure data and functions. ``ContextEditing`` is the host's choice; ``to_wire`` is the request's
 ``context_management`` value. The API applies the edits to its own copy of the request: the
@@ -14,6 +14,8 @@ from typing import Any
 
 import attrs
 
+from ._errors import InvalidValue
+
 EDITING_BETA = "context-management-2025-06-27"
 """The beta a request with ``context_management`` needs."""
 
@@ -26,7 +28,7 @@ CLEAR_THINKING = "clear_thinking_20251015"
 
 def _non_negative(_: Any, attribute: attrs.Attribute[Any], value: int | None) -> None:
     if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
-        raise ValueError(f"{attribute.name} must be a non-negative integer, got {value!r}")
+        raise InvalidValue(f"{attribute.name} must be a non-negative integer, got {value!r}")
 
 
 def _names(value: Any) -> tuple[str, ...]:
@@ -98,7 +100,7 @@ class ClearThinking:
 
 @attrs.frozen
 class ContextEditing:
-    """Server-side context editing for every request of a context (VENDOR_RULES 29).
+    """Server-side context editing for every request of a context (provider rule 29).
 
     Attributes:
         clear_tool_uses: clear old tool results (``ClearToolUses``), or ``None``.
@@ -132,6 +134,41 @@ def applied_edits_of(message: object) -> list[dict[str, Any]] | None:
     if not isinstance(edits, list):
         return None
     return [dict(edit) for edit in edits if isinstance(edit, Mapping)]
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+@attrs.frozen
+class CallEdits:
+    """What the server's context editing cleared on one call (zeros when nothing).
+
+    Attributes:
+        cleared_tool_uses: tool uses whose results (and maybe inputs) were cleared.
+        cleared_thinking_turns: assistant turns whose thinking was cleared.
+        cleared_input_tokens: input tokens the edits removed, all edits together.
+    """
+
+    cleared_tool_uses: int = 0
+    cleared_thinking_turns: int = 0
+    cleared_input_tokens: int = 0
+
+    @classmethod
+    def of(cls, message: object) -> CallEdits:
+        """The applied edits a reply reports (SDK message or dict), summed per kind.
+
+        >>> CallEdits.of({"context_management": {"applied_edits": [
+        ...     {"type": "clear_tool_uses_20250919", "cleared_tool_uses": 2,
+        ...      "cleared_input_tokens": 900}]}})
+        CallEdits(cleared_tool_uses=2, cleared_thinking_turns=0, cleared_input_tokens=900)
+        """
+        edits = applied_edits_of(message) or []
+        return cls(
+            sum(_count(e.get("cleared_tool_uses")) for e in edits),
+            sum(_count(e.get("cleared_thinking_turns")) for e in edits),
+            sum(_count(e.get("cleared_input_tokens")) for e in edits),
+        )
 
 
 def editing_extra(message: object) -> dict[str, Any]:

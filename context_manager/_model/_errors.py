@@ -17,6 +17,8 @@ value and say what to do instead::
     │   ├── InvalidContent (+ValueError)   a malformed block or an empty message; nothing written
     │   └── InvalidHead (+ValueError)      a Head component of the wrong shape
     ├── StorePathError (OSError)           a database path that is missing or is a folder
+    ├── DamagedDatabase (NotADatabase)     a SQLite file cut short or corrupted
+    ├── StoreBusy (TimeoutError)           another connection held SQLite's write lock too long
     ├── StoreRefused (ConnectionError)     the server answered and refused (no retry helps)
     ├── OverBudget (ValueError)
     ├── SchemaTooNew (RuntimeError)
@@ -214,6 +216,30 @@ class StorePathError(ContextManagerError, OSError):
         return str(self.args[0])
 
 
+class DamagedDatabase(NotADatabase):
+    """A SQLite file that is cut short (truncated) or corrupted: restore it from a backup."""
+
+    def __init__(self, path: str, why: str) -> None:
+        self.path = path
+        ValueError.__init__(self, f"{path}: the database file is damaged ({why})")
+
+
+class StoreBusy(ContextManagerError, TimeoutError):
+    """Another connection or process held the SQLite file's write lock past the busy timeout.
+
+    Nothing of the call was written; the store stays usable.
+    """
+
+    def __init__(self, path: str, timeout: float) -> None:
+        self.path = path
+        self.timeout = timeout
+        super().__init__(
+            f"{path}: another connection or process held the database's write lock for longer "
+            f"than the {timeout:g} s busy timeout; nothing of this call was written. Retry once "
+            "it is done, or give SQLiteStore(path, busy_timeout=...) more seconds"
+        )
+
+
 class StoreRefused(ContextManagerError, ConnectionError):
     """The database server answered and refused (no such database, a failed login) or the
     connection string cannot be read: retrying will not help, the configuration must change."""
@@ -266,7 +292,7 @@ class TelemetryUnavailable(ContextManagerError, ImportError):
 
     def __init__(self) -> None:
         super().__init__(
-            "tracer_provider= needs the OpenTelemetry API: install context-manager[otel] "
+            "tracer_provider= needs the OpenTelemetry API: install thinking-context-manager[otel] "
             "(and an SDK of your choice, e.g. opentelemetry-sdk), or leave tracer_provider unset"
         )
 

@@ -14,7 +14,7 @@ from typing import Any, Literal
 import attrs
 
 from ._canonical import digest
-from ._errors import InvalidHead
+from ._errors import InvalidHead, InvalidValue
 from ._readability import (
     PrefixCheck,
     Readability,
@@ -180,7 +180,7 @@ class ThinkingBinding:
     def __attrs_post_init__(self) -> None:
         if self.system_notices is not None:
             if self.system_notices not in ("auto", "user", "system"):
-                raise ValueError(
+                raise InvalidValue(
                     "'system_notices' must be in ('auto', 'user', 'system') "
                     f"(got {self.system_notices!r})"
                 )

@@ -58,6 +58,10 @@ ASKER_KEY = "asker"
 ``run_turn(..., asker=...)``): the trigger, its tool results and its replies carry it. The live
 view shows a reply's reasoning only to its asker and the owner."""
 
+STRIP_KEY = "strip"
+"""The ``metadata.extra`` key of a reply recorded by the runtime holding the strip of the compile
+that produced it, when it had one: ``{"cause", "changed", "replies", "blocks"}``."""
+
 DROPPED_KEY = "dropped"
 """The ``metadata.extra`` key of a reply recorded by the runtime listing the thinking blocks the
 provider dropped from the request that produced it: ``[reply id, block, reason]`` each."""

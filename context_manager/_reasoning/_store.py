@@ -249,7 +249,7 @@ class SQLiteReasoningStore:
             raise
 
     def _transaction(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
-        return transaction(self._db, self._lock)
+        return transaction(self._db, self._lock, self.path)
 
     def put(self, namespace: str, text: str) -> str:
         ref, envelope = seal_envelope(namespace, text)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from ._apply import (
     FRAMEWORK_MESSAGES,
     HOST_FOLD,
+    KeyCache,
     ReconcileHost,
     Reconciliation,
     library_owned,
@@ -21,6 +22,7 @@ __all__ = [
     "HOST_FOLD",
     "FrameworkCall",
     "FrameworkParamsInvalid",
+    "KeyCache",
     "ReconcileHost",
     "Reconciliation",
     "library_owned",

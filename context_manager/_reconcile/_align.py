@@ -75,14 +75,19 @@ class Plan:
 
 
 def anchor(framework: Sequence[Entry], stored: Sequence[Entry]) -> tuple[int, int] | None:
-    """``(f, s)``: the first framework message matching a stored one, at its first match."""
-    first_at: dict[tuple[str, str], int] = {}
+    """``(f, s)``: the first framework message matching a stored one, at the stored match from
+    which the most messages match in a row (the same words may be stored more than once); on a
+    tie, the earliest: the reading that keeps the most stored messages, so the least thinking
+    is lost (a rewind keeps every reply before it; a fold loses the kept turns')."""
+    at: dict[tuple[str, str], list[int]] = {}
     for index, entry in enumerate(stored):
-        first_at.setdefault((entry.role, entry.key), index)
+        at.setdefault((entry.role, entry.key), []).append(index)
     for f, entry in enumerate(framework):
-        s = first_at.get((entry.role, entry.key))
-        if s is not None:
-            return f, s
+        found = at.get((entry.role, entry.key))
+        if found:
+            runs = {s: matched_run(framework, stored, f, s) for s in found}
+            best = max(found, key=lambda s: (runs[s], -s))
+            return f, best
     return None
 
 

@@ -4,23 +4,26 @@ Invariants: what the framework sends new at the end is stored, once (a retried c
 same list stores nothing); the framework's copy of a recorded reply is matched to the recorded
 reply, whose bytes are what goes out; library-owned messages never take part in the matching;
 an edit is stored as an edit (the compile strips what it must, with its cause); a framework that
-drops old messages or writes its own summary is followed as a host fold (a stored summary, so the
-compile strips the kept turns' thinking and reports it), unless the library manages the window
+drops old messages or writes its own summary is followed as a host fold (a stored summary; the
+replies it covers are released, and the strip reports them with the kept turns' thinking the cut
+invalidated), unless the library manages the window
 (then the framework's truncation is ignored); a framework that sends fewer messages than it sent
 before rewinds: a new branch starts at the last message it still sends, and the old one keeps
 everything. Every decision is a function of the stored transcript and the parameters, so the same
-framework list after a restart reconciles to the same request. A dry reconcile stores nothing.
+framework list after a restart reconciles to the same request (the key cache only saves work).
+A dry reconcile stores nothing. The framework's ``cache_control`` markers are not stored.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeAlias
 
 import attrs
 
 from context_manager._compile._fold import SUMMARY_KIND, covers_upto
-from context_manager._model._content import Block, to_blocks
+from context_manager._model._canonical import strip_cache_control
+from context_manager._model._content import Block, UnknownBlock, is_thinking, to_blocks
 from context_manager._model._head import Head
 from context_manager._model._log import library_logger
 from context_manager._model._messages import (
@@ -30,7 +33,7 @@ from context_manager._model._messages import (
     StoredMessage,
     check_role,
 )
-from context_manager._model._results import CompileResult
+from context_manager._model._results import CompileResult, ThinkingStrip
 from context_manager._store._protocol import BranchRef
 
 from ._align import Entry, Plan, plan
@@ -41,6 +44,9 @@ log = library_logger("context_manager.reconcile")
 
 HOST_FOLD = "host_fold"
 """``metadata.extra`` flag of a summary stored for a host fold the library followed."""
+
+HOST_FOLD_MARK = "context_manager_host_fold"
+"""The block type of a followed host fold's summary when the framework wrote none (never sent)."""
 
 FRAMEWORK_MESSAGES = "framework_messages"
 """``metadata.extra`` key: the framework messages a followed host fold stands for."""
@@ -57,6 +63,9 @@ class Reconciliation:
         rewound_to: the branch a rewind started (the framework sent fewer messages), or ``None``.
         ignored: framework messages not stored: its own summary or dropped messages when the
             library manages the window.
+        covered: the replies whose thinking the host fold took (released: never sent again
+            on this branch), oldest first; the compile's strip reports them.
+        covered_blocks: how many thinking blocks they carry.
     """
 
     stored: tuple[MessageId, ...] = ()
@@ -64,6 +73,8 @@ class Reconciliation:
     host_fold: MessageId | None = None
     rewound_to: str | None = None
     ignored: int = 0
+    covered: tuple[MessageId, ...] = ()
+    covered_blocks: int = 0
 
 
 class ReconcileHost(Protocol):
@@ -83,6 +94,8 @@ class ReconcileHost(Protocol):
 
     def edit_message(self, message_id: MessageId, content: object) -> StoredMessage: ...
 
+    def release_thinking(self, message_id: MessageId, from_block: int = 0) -> None: ...
+
     def branch_at(self, message_id: MessageId, name: str) -> BranchRef: ...
 
     def switch_branch(self, name: str) -> BranchRef: ...
@@ -91,9 +104,12 @@ class ReconcileHost(Protocol):
 
     def list_branches(self) -> list[BranchRef]: ...
 
-    def compile(
-        self, head: Head, *, budget: int | None = None, dry_run: bool = False
-    ) -> CompileResult: ...
+
+def unmarked(blocks: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """A framework's blocks without its ``cache_control`` markers, as stored: the compiler places
+    the breakpoints, and a framework's markers (moved to its newest message on every call) would
+    pile up past the API's limit of four. Markers are never bound (provider rule 2)."""
+    return [strip_cache_control(dict(block)) for block in blocks]
 
 
 @attrs.frozen
@@ -110,9 +126,24 @@ def library_owned(message: StoredMessage) -> bool:
     return message.metadata.kind is not None or message.metadata.system_notice
 
 
-def stored_side(messages: Sequence[StoredMessage]) -> _Side:
+KeyCache: TypeAlias = dict[MessageId, tuple[tuple[Block, ...], str]]
+"""A stored message's comparison key with the content it was taken over (an edit changes it)."""
+
+
+def _stored_key(message: StoredMessage, cache: KeyCache | None) -> str:
+    found = cache.get(message.id) if cache is not None else None
+    if found is not None and found[0] == message.content:
+        return found[1]
+    key = stored_key(message.role, message.content)
+    if cache is not None:
+        cache[message.id] = (message.content, key)
+    return key
+
+
+def stored_side(messages: Sequence[StoredMessage], cache: KeyCache | None = None) -> _Side:
     """The alignable stored messages: a followed host fold's framework messages, then every
-    framework message stored after what it covers."""
+    framework message stored after what it covers. ``cache`` keeps the keys between calls
+    (what this call does not read leaves it, so it holds one branch's messages at most)."""
     summary = next((m for m in reversed(messages) if m.metadata.kind == SUMMARY_KIND), None)
     entries: list[Entry] = []
     sources: list[StoredMessage | None] = []
@@ -125,8 +156,12 @@ def stored_side(messages: Sequence[StoredMessage]) -> _Side:
             sources.append(None)
     for message in messages:
         if message.sequence > floor and not library_owned(message):
-            entries.append(Entry(message.role, stored_key(message.role, message.content)))
+            entries.append(Entry(message.role, _stored_key(message, cache)))
             sources.append(message)
+    if cache is not None:
+        kept = {m.id for m in sources if m is not None}
+        for stale in [mid for mid in cache if mid not in kept]:
+            del cache[stale]
     last = messages[-1].sequence if messages else 0
     return _Side(tuple(entries), tuple(sources), last)
 
@@ -151,18 +186,26 @@ def _extends(side: _Side, framework: Sequence[Mapping[str, Any]]) -> Callable[[i
     return extends
 
 
+Compile: TypeAlias = Callable[[Head, bool], CompileResult]
+"""``compile(head, dry_run)``: the facade's compile, before its observers hear the strip (the
+facade tells them the strip reconcile returns, host fold included)."""
+
+
 def reconcile(
     host: ReconcileHost,
     params: Mapping[str, Any],
     *,
+    compile: Compile,
     follow_window: bool,
     dry_run: bool = False,
     boundary: Callable[[Reconciliation], None] | None = None,
+    keys: KeyCache | None = None,
 ) -> tuple[Reconciliation, CompileResult]:
     """Store what the framework's call adds or changes, then compile (see the module docstring).
 
     ``boundary(done)`` runs after the framework's messages are stored and before the compile
-    (where notices waiting for the agent's next boundary are stored). A dry reconcile stores
+    (where notices waiting for the agent's next boundary are stored); ``keys`` keeps the stored
+    messages' comparison keys from call to call (the facade's own). A dry reconcile stores
     nothing: it compiles dry and appends the framework's new messages to the request as they
     came.
 
@@ -170,7 +213,7 @@ def reconcile(
         FrameworkParamsInvalid: ``params`` has no model, no messages list, or a ``thread``.
     """
     call = split_params(params)
-    side = stored_side(host.messages())
+    side = stored_side(host.messages(), keys)
     framework = call.messages
     steps = plan(
         framework_entries(framework),
@@ -179,11 +222,11 @@ def reconcile(
         extends=_extends(side, framework),
     )
     if dry_run:
-        return _dry(host, call, steps)
+        return _dry(compile, call, steps)
     done = _apply(host, call, side, steps, follow_window=follow_window)
     if boundary is not None:
         boundary(done)
-    result = host.compile(call.head)
+    result = with_covered(compile(call.head, False), done)
     if done != Reconciliation():
         log.info(
             "framework_reconciled",
@@ -198,10 +241,29 @@ def reconcile(
     return done, attrs.evolve(result, request=with_betas(result.request, call.betas))
 
 
+def with_covered(result: CompileResult, done: Reconciliation) -> CompileResult:
+    """``result`` whose strip also reports the replies a host fold took (they are the oldest, so
+    the cause, read at the first stripped block, is ``messages``)."""
+    if not done.covered:
+        return result
+    strip = result.thinking_strip
+    replies = done.covered + (strip.replies if strip is not None else ())
+    blocks = done.covered_blocks + (strip.blocks if strip is not None else 0)
+    merged = ThinkingStrip(
+        cause="messages",
+        changed=(),
+        replies=tuple(dict.fromkeys(replies)),
+        blocks=blocks,
+        branch=result.branch,
+        compile_id=result.compile_id,
+    )
+    return attrs.evolve(result, thinking_strip=merged)
+
+
 def _dry(
-    host: ReconcileHost, call: FrameworkCall, steps: Plan
+    compile: Compile, call: FrameworkCall, steps: Plan
 ) -> tuple[Reconciliation, CompileResult]:
-    result = host.compile(call.head, dry_run=True)
+    result = compile(call.head, True)
     request = dict(result.request)
     extra = [
         {"role": m["role"], "content": wire_content(m["content"])}
@@ -216,7 +278,7 @@ def _apply(
 ) -> Reconciliation:
     framework = call.messages
     rewound = _rewind(host, side, steps) if steps.rewind_after is not None else None
-    fold: MessageId | None = None
+    fold: _Fold | None = None
     if steps.fold_lead is not None:
         fold = _host_fold(host, side, framework[: steps.fold_lead], steps.fold_from)
     elif rewound is None and steps.rewind_after is not None and follow_window:
@@ -228,12 +290,16 @@ def _apply(
         source = side.sources[s]
         assert source is not None  # extends() only accepts stored messages
         blocks = wire_content(framework[f]["content"])[len(source.content) :]
-        stored.append(host.add_message("user", blocks))
+        stored.append(host.add_message("user", unmarked(blocks)))
     for message in framework[steps.new_from :]:
         role = check_role(message["role"])
-        stored.append(host.add_message(role, to_blocks(message["content"])))
+        stored.append(host.add_message(role, unmarked(wire_content(message["content"]))))
     ignored = 0 if follow_window else steps.lead
-    return Reconciliation(tuple(stored), edited, fold, rewound, ignored)
+    if fold is None:
+        return Reconciliation(tuple(stored), edited, None, rewound, ignored)
+    return Reconciliation(
+        tuple(stored), edited, fold.summary, rewound, ignored, fold.covered, fold.blocks
+    )
 
 
 def _edit(
@@ -249,7 +315,7 @@ def _edit(
     content: object = message["content"]
     if source.role == "assistant":  # a reply's recorded thinking cannot follow new words
         content = without_thinking(content)
-    host.edit_message(source.id, content)
+    host.edit_message(source.id, unmarked(wire_content(content)))
     log.info("framework_edit_stored", message_id=source.id, role=source.role)
     return source.id
 
@@ -272,12 +338,19 @@ def _rewind(host: ReconcileHost, side: _Side, steps: Plan) -> str | None:
     return name
 
 
+@attrs.frozen
+class _Fold:
+    summary: MessageId
+    covered: tuple[MessageId, ...]
+    blocks: int
+
+
 def _host_fold(
     host: ReconcileHost,
     side: _Side,
     lead: Sequence[Mapping[str, Any]],
     keep_from: int,
-) -> MessageId:
+) -> _Fold:
     """Store the summary of a host fold: it covers every stored message before ``keep_from``."""
     kept = side.sources[keep_from] if keep_from < len(side.sources) else None
     upto = kept.sequence - 1 if kept is not None else side.last_sequence
@@ -288,11 +361,29 @@ def _host_fold(
         for block in m["content"]
         if block.get("type") == "text" and str(block.get("text", "")).strip()
     ]
-    content: list[Block] = list(to_blocks("\n\n".join(texts))) if texts else []
+    # A window with no summary of the framework's own still needs a stored message: a marker
+    # block, which the summary's render (its text only) never sends.
+    content: list[Block] = (
+        list(to_blocks("\n\n".join(texts))) if texts else [UnknownBlock({"type": HOST_FOLD_MARK})]
+    )
     meta = MessageMeta(
         kind=SUMMARY_KIND,
         extra={"covers_upto": upto, HOST_FOLD: True, FRAMEWORK_MESSAGES: lead_wire},
     )
     summary = host.add_message("user", content, metadata=meta)
-    log.info("host_fold_followed", summary=summary, covers_upto=upto, lead=len(lead_wire))
-    return summary
+    covered = [
+        m
+        for m in side.sources[:keep_from]
+        if m is not None and m.role == "assistant" and any(is_thinking(b) for b in m.content)
+    ]
+    for reply in covered:  # never sent again on this branch: the next strip reports them
+        host.release_thinking(reply.id)
+    blocks = sum(1 for m in covered for b in m.content if is_thinking(b))
+    log.info(
+        "host_fold_followed",
+        summary=summary,
+        covers_upto=upto,
+        lead=len(lead_wire),
+        released=len(covered),
+    )
+    return _Fold(summary, tuple(m.id for m in covered), blocks)

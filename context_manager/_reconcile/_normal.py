@@ -27,11 +27,14 @@ _THINKING_TAG = re.compile(r"^\s*<(thinking|think|reasoning)>.*</\1>\s*$", re.DO
 """A text block that is reasoning re-serialized as tagged text (pydantic-ai does this for
 thinking it cannot replay as a signed block)."""
 
-_SPACE = re.compile(r"\s+")
-
 
 def wire_content(content: object) -> list[dict[str, Any]]:
-    """A message's content as wire dicts (a string is one text block)."""
+    """A message's content as wire dicts (a string is one text block); wire dicts are taken as
+    they are (copied), anything else (blocks, SDK objects) is converted."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if isinstance(content, list | tuple) and all(type(item) is dict for item in content):
+        return [dict(item) for item in content]
     return [block_to_wire(block) for block in to_blocks(content)]
 
 
@@ -74,10 +77,10 @@ def reply_key(content: object) -> str:
         if kind in THINKING_TYPES:
             continue
         if kind == "text":
-            text = str(block.get("text", ""))
-            if not text.strip() or _THINKING_TAG.match(text):
+            words = str(block.get("text", "")).split()
+            if not words or (words[0].startswith("<") and _THINKING_TAG.match(" ".join(words))):
                 continue
-            skeleton.append(["text", _SPACE.sub(" ", text).strip()])
+            skeleton.append(["text", " ".join(words)])
         elif kind == "tool_use" or kind == "server_tool_use":
             skeleton.append([kind, block.get("id"), block.get("name"), block.get("input")])
         else:

@@ -3,7 +3,7 @@
 Pure functions. ``messages`` is what the framework built; ``model``, ``system`` and ``tools``
 make the ``Head``; every other body field is a setting and goes out as the framework set it
 (``thinking`` with its own ``block_binding`` included: a framework's ``drop_block`` is respected);
-``betas`` are passed through, joined with the ones the compiled request needs (VENDOR_RULES 21).
+``betas`` are passed through, joined with the ones the compiled request needs (provider rule 21).
 ``stream`` and the SDK's transport options are not part of the request body the compiler builds.
 """
 
@@ -55,6 +55,8 @@ def split_params(params: Mapping[str, Any]) -> FrameworkCall:
     if not isinstance(messages, Sequence) or isinstance(messages, str | bytes):
         raise FrameworkParamsInvalid(f"params need a messages list, got {type(messages).__name__}")
     checked = tuple(_message(index, item) for index, item in enumerate(messages))
+    if not checked:  # followed as a host fold, an empty list would fold the whole transcript
+        raise FrameworkParamsInvalid("params need at least one message, got an empty list")
     settings = {k: v for k, v in params.items() if k not in NOT_SETTINGS and v is not None}
     system = params.get("system") or None
     head = Head(

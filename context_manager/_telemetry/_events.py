@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from context_manager._binding._drops import PlacedDrops
-from context_manager._compile._caching import host_markers
+from context_manager._compile._caching import _blocks, _message_markers, previous_request_end
 from context_manager._model._content import TextBlock, UnknownBlock
 from context_manager._model._messages import StoredMessage
 from context_manager._model._results import CompileResult, ThinkingStrip
@@ -20,28 +20,50 @@ from . import _names as n
 from ._span import Attributes
 
 
+def cache_markers(request: Mapping[str, Any]) -> int:
+    """The ``cache_control`` markers where the compiler places its own (``Caching``): the tools,
+    the system, the first message, the previous call's newest message and the newest message.
+
+    A host's own marker on any other message is not counted (finding it would cost a scan of the
+    whole request). Cost: O(tools + system blocks), whatever the history's length.
+    """
+    messages = _blocks(request.get("messages"))
+    head = [*_blocks(request.get("tools")), *_blocks(request.get("system"))]
+    found = sum(1 for block in head if type(block) is dict and "cache_control" in block)
+    if not messages:
+        return found
+    previous = previous_request_end(messages)
+    indexes = {0, len(messages) - 1, *(() if previous is None else (previous,))}
+    return found + sum(len(_message_markers(i, messages[i])) for i in indexes)
+
+
 def compile_attributes(result: CompileResult) -> dict[str, Any]:
     """The ``compile`` span's attributes: id, tokens, cache markers and what it changed.
 
-    Cost: O(new messages) (the marker scan reuses what it saw on the branch's last compile).
+    The counts of what it appended, shed, folded and restored, and the compaction flag, are
+    present only when not zero (a steady compile sets none of them). Cost: O(1) in the history's
+    length (see ``cache_markers``).
     """
     request = result.request
     messages = request.get("messages")
-    return {
+    out: dict[str, Any] = {
         n.COMPILE_ID: result.compile_id,
-        n.COMPILE_DRY: result.dry,
         n.NAMESPACE: result.namespace,
         n.BRANCH: result.branch,
         n.REQUEST_MODEL: str(request.get("model", "")),
         n.COMPILE_TOKENS: result.tokens,
         n.COMPILE_MESSAGES: len(messages) if isinstance(messages, list) else 0,
-        n.COMPILE_CACHE_MARKERS: len(host_markers(request)),
-        n.COMPILE_APPENDED: len(result.appended),
-        n.COMPILE_SHED: len(result.shed),
-        n.COMPILE_FOLDED: result.folded,
-        n.COMPILE_COMPACTED: result.compacted,
-        n.COMPILE_RESTORED: len(result.restored),
+        n.COMPILE_CACHE_MARKERS: cache_markers(request),
     }
+    changes = (
+        (n.COMPILE_APPENDED, len(result.appended)),
+        (n.COMPILE_SHED, len(result.shed)),
+        (n.COMPILE_FOLDED, result.folded),
+        (n.COMPILE_RESTORED, len(result.restored)),
+        (n.COMPILE_COMPACTED, result.compacted),
+    )
+    out.update((key, value) for key, value in changes if value)
+    return out
 
 
 def strip_attributes(strip: ThinkingStrip) -> dict[str, Any]:
@@ -82,10 +104,14 @@ def drop_events(placed: PlacedDrops) -> Iterator[dict[str, Any]]:
 
 
 def release_attributes(
-    branch: str, message_id: str, from_block: int, origin: str
+    branch: str, message_id: str, from_block: int | None, origin: str
 ) -> dict[str, Any]:
-    """A ``context_manager.release`` event: whose thinking, from which block, and why."""
-    return {n.BRANCH: branch, n.MESSAGE_ID: message_id, n.FROM_BLOCK: from_block, n.ORIGIN: origin}
+    """A ``context_manager.release`` event: whose thinking, from which block (left out when not
+    known: a shed reports replies), and why (``host``, ``drop``, ``shed``)."""
+    out: dict[str, Any] = {n.BRANCH: branch, n.MESSAGE_ID: message_id, n.ORIGIN: origin}
+    if from_block is not None:
+        out[n.FROM_BLOCK] = from_block
+    return out
 
 
 def head_change_attributes(message: StoredMessage) -> dict[str, Any]:

@@ -113,6 +113,10 @@ class SpanHandle:
         err: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        self.close(err)
+
+    def close(self, err: BaseException | None) -> None:
+        """End the span, failed with ``err`` when the block it covered raised."""
         if err is not None:
             self.fail(err)
         self.end()

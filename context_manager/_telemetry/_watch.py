@@ -13,7 +13,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from importlib import metadata
-from types import TracebackType
 from typing import Any
 
 from context_manager._binding._drops import PlacedDrops
@@ -49,11 +48,13 @@ class CallSpan(SpanHandle):
 
     __slots__ = ("_attributes", "_started", "_watch")
 
-    def __init__(self, watch: Telemetry, handle: SpanHandle, attributes: dict[str, Any]) -> None:
+    def __init__(
+        self, watch: Telemetry, handle: SpanHandle, attributes: dict[str, Any], started: int
+    ) -> None:
         super().__init__(handle._span, handle._token)
         self._watch = watch
         self._attributes = attributes
-        self._started = time.perf_counter()
+        self._started = started
 
     def answered(self, message: object, agent: str) -> None:
         """The reply is in: its model, id, finish reason and usage go on the span and metrics."""
@@ -65,16 +66,60 @@ class CallSpan(SpanHandle):
         except Exception as err:
             failed("answered", err)
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        err: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def close(self, err: BaseException | None) -> None:
         if err is not None:
             self._attributes[n.ERROR_TYPE] = error_type(err)
-        self._watch._duration(time.perf_counter() - self._started, self._attributes)
-        super().__exit__(kind, err, tb)
+        self._watch._duration((time.time_ns() - self._started) / 1e9, self._attributes)
+        super().close(err)
+
+
+class PendingSpan(SpanHandle):
+    """A span made only when it ends, backdated to when it began: what is set on it meanwhile is
+    kept here and given to the SDK in one go (one attribute pass, no context switch). For a
+    span nothing is started inside: the compile's."""
+
+    __slots__ = ("_kept", "_name", "_since", "_watch")
+
+    def __init__(self, watch: Telemetry, name: str, attributes: Attributes) -> None:
+        super().__init__()
+        self._watch = watch
+        self._name = name
+        self._since = time.time_ns()
+        self._kept: tuple[dict[str, Any], list[tuple[str, Attributes, int]]] = (
+            dict(attributes),
+            [],
+        )
+
+    @property
+    def recording(self) -> bool:
+        return True
+
+    def set(self, attributes: Attributes) -> None:
+        self._kept[0].update((k, v) for k, v in attributes.items() if v is not None)
+
+    def event(self, name: str, attributes: Attributes) -> None:
+        self._kept[1].append((name, attributes, time.time_ns()))
+
+    def close(self, err: BaseException | None) -> None:
+        attributes, events = self._kept
+        try:
+            from opentelemetry import trace
+
+            span = self._watch._tracer.start_span(
+                self._name,
+                kind=trace.SpanKind.INTERNAL,
+                attributes=attributes,
+                start_time=self._since,
+            )
+            for name, event_attributes, at in events:
+                span.add_event(name, dict(event_attributes), timestamp=at)
+        except Exception as failure:
+            failed("start_span", failure)
+            return
+        handle = SpanHandle(span)
+        if err is not None:
+            handle.fail(err)
+        handle.end()
 
 
 class Telemetry:
@@ -154,15 +199,20 @@ class Telemetry:
         return off
 
     # spans
-    def start(self, name: str, kind: str, attributes: Attributes) -> SpanHandle:
-        """Start span ``name`` (``kind``: ``"client"`` or ``"internal"``) as the current one."""
+    def start(
+        self, name: str, kind: str, attributes: Attributes, *, since: int | None = None
+    ) -> SpanHandle:
+        """Start span ``name`` (``kind``: ``"client"`` or ``"internal"``) as the current one,
+        backdated to ``since`` (``time.time_ns()``) when given."""
         if not self.enabled:
             return NULL_SPAN
         try:
             from opentelemetry import context, trace
 
             span_kind = trace.SpanKind.CLIENT if kind == "client" else trace.SpanKind.INTERNAL
-            span = self._tracer.start_span(name, kind=span_kind, attributes=dict(attributes))
+            span = self._tracer.start_span(
+                name, kind=span_kind, attributes=dict(attributes), start_time=since
+            )
         except Exception as err:
             failed("start_span", err)
             return NULL_SPAN
@@ -194,10 +244,12 @@ class Telemetry:
 
     # the context manager's hooks
     def compiling(self, dry: bool) -> SpanHandle:
-        """The ``compile`` span (internal), current until the compile returns."""
+        """The ``compile`` span (internal), made when the compile returns and backdated to its
+        start (never the current span: what a compile reports goes on it directly, which keeps
+        a steady compile's cost down)."""
         if not self.enabled:
             return NULL_SPAN
-        return self.start(n.COMPILE_SPAN, "internal", {n.COMPILE_DRY: dry})
+        return PendingSpan(self, n.COMPILE_SPAN, {n.COMPILE_DRY: dry})
 
     def compiled(
         self, span: SpanHandle, result: CompileResult, read: Callable[[MessageId], StoredMessage]
@@ -216,7 +268,7 @@ class Telemetry:
             for message_id in result.shed:
                 span.event(
                     n.RELEASE_EVENT,
-                    _events.release_attributes(result.branch, message_id, 0, "shed"),
+                    _events.release_attributes(result.branch, message_id, None, "shed"),
                 )
         except Exception as err:
             failed("compiled", err)
@@ -275,8 +327,10 @@ class Telemetry:
         }
         return self.start(f"{n.OP_INVOKE_AGENT} {agent}", "internal", attributes)
 
-    def call(self, result: CompileResult) -> SpanHandle:
-        """The ``chat {model}`` span (client) of one model call of ``result``'s request."""
+    def call(self, result: CompileResult, *, since: int | None = None) -> SpanHandle:
+        """The ``chat {model}`` span (client) of one model call of ``result``'s request; a
+        host that sees the call only once it is over (the managed client) passes when it began
+        as ``since`` (``time.time_ns()``)."""
         if not self.enabled:
             return NULL_SPAN
         try:
@@ -284,8 +338,10 @@ class Telemetry:
         except Exception as err:
             failed("call", err)
             return NULL_SPAN
-        handle = self.start(f"{n.OP_CHAT} {attributes[n.REQUEST_MODEL]}", "client", attributes)
-        return CallSpan(self, handle, attributes)
+        started = time.time_ns() if since is None else since
+        name = f"{n.OP_CHAT} {attributes[n.REQUEST_MODEL]}"
+        handle = self.start(name, "client", attributes, since=started)
+        return CallSpan(self, handle, attributes, started)
 
     def tool(self, use: ToolUseBlock) -> SpanHandle:
         """The ``execute_tool {name}`` span (internal) of one tool run."""

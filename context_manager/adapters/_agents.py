@@ -13,6 +13,7 @@ framework process per agent (a second writer's messages show up as the framework
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeAlias
 
@@ -20,7 +21,7 @@ import attrs
 
 from context_manager._compile._caching import Caching
 from context_manager._compile._strategies import Strategy
-from context_manager._manager import ContextManager
+from context_manager._manager import ContextManager, TracerProviderOption
 from context_manager._model._content import TextBlock, ToolResultBlock
 from context_manager._model._errors import ContextManagerError
 from context_manager._model._head import ThinkingBinding
@@ -30,6 +31,7 @@ from context_manager._model._results import CompileResult, ThinkingStrip
 from context_manager._reasoning._capture import ReasoningCapture
 from context_manager._reconcile import Reconciliation
 from context_manager._store._protocol import Store
+from context_manager._telemetry import telemetry_for
 from notices import ReasoningLossTeller, TurnState, notice_metadata
 
 log = library_logger("context_manager.adapters")
@@ -52,6 +54,13 @@ class Prepared:
     agent: str
     context: ContextManager
     result: CompileResult
+    started: int = attrs.field(factory=time.time_ns)
+    """When the call was prepared (``time.time_ns()``): its ``chat`` span begins there."""
+
+
+def _on(current: str, named: str) -> bool:
+    """True when ``current`` is ``named`` or a branch a rewind started from it."""
+    return current == named or current.startswith(f"{named}~")
 
 
 class ManagedAgents:
@@ -66,6 +75,8 @@ class ManagedAgents:
         reasoning: the reasoning sidecar, if any.
         caching: where prompt-cache breakpoints go (default ``Caching()``).
         teller: the ``ReasoningLossTeller`` (default: a new one reading these agents' stores).
+        tracer_provider: OpenTelemetry for every agent (``docs/tracing.md``): a
+            ``TracerProvider``, ``True`` for the global one, or a shared ``Telemetry``.
     """
 
     def __init__(
@@ -78,8 +89,10 @@ class ManagedAgents:
         reasoning: ReasoningCapture | None = None,
         caching: Caching | None = None,
         teller: ReasoningLossTeller | None = None,
+        tracer_provider: TracerProviderOption = None,
     ) -> None:
         self.store = store
+        self.telemetry = telemetry_for(tracer_provider)
         self.agent = agent
         self.binding = binding or ThinkingBinding()
         self.strategy = strategy
@@ -106,12 +119,16 @@ class ManagedAgents:
         raise AgentUnknown(f"agent must be a namespace or (namespace, branch), got {ref!r}")
 
     def context(self, namespace: str, branch: str | None = None) -> ContextManager:
-        """The agent's context, on ``branch`` when given (forked from the current one if new)."""
+        """The agent's context, on ``branch`` when given (forked from the current one if new).
+
+        A branch a rewind started from ``branch`` (``branch~1``, ``branch~1~1``, ...) counts as
+        ``branch``: the framework went on there, so the call stays on it.
+        """
         with self._lock:
             cm = self._contexts.get(namespace)
             if cm is None:
                 cm = self._open(namespace)
-            if branch is not None and cm.current_branch().name != branch:
+            if branch is not None and not _on(cm.current_branch().name, branch):
                 if branch in {ref.name for ref in cm.list_branches()}:
                     cm.switch_branch(branch)
                 else:
@@ -126,6 +143,7 @@ class ManagedAgents:
             strategy=self.strategy,
             reasoning=self.reasoning,
             caching=self.caching,
+            tracer_provider=self.telemetry,
         )
 
         def hear(strip: ThinkingStrip, key: str) -> None:
@@ -209,7 +227,8 @@ class ManagedAgents:
     def finish(self, prepared: Prepared, message: object) -> MessageId | None:
         """Record the reply, place its drops and tell them. Never raises (failures are logged)."""
         cm, result = prepared.context, prepared.result
-        with self._lock:
+        with self._lock, cm.telemetry.call(result, since=prepared.started) as call:
+            call.answered(message, prepared.agent)
             try:
                 reply = cm.record_reply(message, result)
             except Exception as err:

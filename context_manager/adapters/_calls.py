@@ -69,9 +69,13 @@ def call_kwargs(
     """
     names = keywords_of(method)
     kwargs: dict[str, Any] = {}
-    extra: dict[str, Any] = {}
+    extra: dict[str, Any] = dict(request.get("extra_body") or {}) if keep_unknown else {}
     for key, value in request.items():
-        if key == "betas":
+        if key in ("betas", "extra_body"):
+            continue
+        if key == "extra_body":  # the fields the SDK names no keyword for (``sdk_request``)
+            if keep_unknown:
+                extra.update(value)
             continue
         if key in names:
             kwargs[key] = value

@@ -19,7 +19,8 @@ import attrs
 
 from context_manager._compile._caching import Caching
 from context_manager._compile._strategies import Strategy
-from context_manager._manager import ContextManager
+from context_manager._manager import ContextManager, TracerProviderOption
+from context_manager._model._errors import InvalidType
 from context_manager._model._head import ThinkingBinding
 from context_manager._reasoning._capture import ReasoningCapture
 from context_manager._store._protocol import Store
@@ -148,10 +149,11 @@ class _Managed:
         caching: Caching | None = None,
         teller: ReasoningLossTeller | None = None,
         agents: ManagedAgents | None = None,
+        tracer_provider: TracerProviderOption = None,
     ) -> None:
         if agents is None:
             if store is None or agent is None:
-                raise TypeError("a managed client needs a store and an agent")
+                raise InvalidType("a managed client needs a store and an agent")
             agents = ManagedAgents(
                 store,
                 agent,
@@ -160,6 +162,7 @@ class _Managed:
                 reasoning=reasoning,
                 caching=caching,
                 teller=teller,
+                tracer_provider=tracer_provider,
             )
         self._client = client
         self.agents: ManagedAgents = agents

@@ -24,6 +24,7 @@ import anthropic
 import httpx2
 
 from context_manager._compile._strategies import Strategy
+from context_manager._manager import TracerProviderOption
 from context_manager._model._head import ThinkingBinding
 from context_manager._model._log import library_logger
 from context_manager._store._protocol import Store
@@ -228,6 +229,7 @@ def gateway_app(
     binding: ThinkingBinding | None = None,
     strategy: Strategy | None = None,
     simulator_client: anthropic.AsyncAnthropic | None = None,
+    tracer_provider: TracerProviderOption = None,
 ) -> Any:
     """The gateway as a starlette app (serve it with uvicorn).
 
@@ -240,11 +242,18 @@ def gateway_app(
         binding: the agents' ``ThinkingBinding``.
         strategy: a window the library manages; ``None`` follows each framework's own.
         simulator_client: the simulator's client to answer with when there is no upstream.
+        tracer_provider: OpenTelemetry for every agent (``docs/tracing.md``).
     """
     from starlette.applications import Starlette
     from starlette.routing import Route
 
-    agents = ManagedAgents(store, _agent_rule(agent), binding=binding, strategy=strategy)
+    agents = ManagedAgents(
+        store,
+        _agent_rule(agent),
+        binding=binding,
+        strategy=strategy,
+        tracer_provider=tracer_provider,
+    )
     gateway = Gateway(agents, upstream=upstream, simulator_client=simulator_client)
 
     @contextlib.asynccontextmanager

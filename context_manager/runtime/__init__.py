@@ -5,6 +5,7 @@ from __future__ import annotations
 from ._agent import CALL_USAGE_EVENT, Agent, Turn, TurnResult
 from ._calls import LiveSink, RetryPolicy
 from ._live import LIVE_BUFFER_CHARS, SUBSCRIBER_BACKLOG, ReasoningHub, ReasoningSink, Subscription
+from ._publish import MirroredReasoning, ReasoningPublisher, payloads_of
 from ._runtime import Runtime, check_agent_name
 from ._tools import ToolCall, ToolFunction
 
@@ -14,7 +15,9 @@ __all__ = [
     "SUBSCRIBER_BACKLOG",
     "Agent",
     "LiveSink",
+    "MirroredReasoning",
     "ReasoningHub",
+    "ReasoningPublisher",
     "ReasoningSink",
     "RetryPolicy",
     "Runtime",
@@ -24,4 +27,5 @@ __all__ = [
     "Turn",
     "TurnResult",
     "check_agent_name",
+    "payloads_of",
 ]

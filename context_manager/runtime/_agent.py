@@ -25,7 +25,7 @@ from context_manager._compile._fold import SUMMARY_KIND
 from context_manager._compile._strategies import Passthrough, Strategy
 from context_manager._manager import ContextManager
 from context_manager._model._content import TextBlock, ToolResultBlock, ToolUseBlock, to_blocks
-from context_manager._model._editing import ContextEditing
+from context_manager._model._editing import CallEdits, ContextEditing
 from context_manager._model._errors import AgentNotRegistered, InvalidValue
 from context_manager._model._head import Head, ThinkingBinding
 from context_manager._model._log import library_logger
@@ -33,6 +33,7 @@ from context_manager._model._messages import (
     ASKER_KEY,
     DROPPED_KEY,
     REASONING_LOSS_KIND,
+    STRIP_KEY,
     MessageId,
     MessageMeta,
     StoredMessage,
@@ -45,6 +46,7 @@ from context_manager._store._protocol import branch_key
 from notices import ReasoningLossTeller, TurnState
 
 from ._calls import RetryPolicy, stream_call
+from ._cleared import ClearedThinking
 from ._live import ReasoningHub, ReasoningSink, Subscription
 from ._tools import ToolCall, ToolFunction, run_tool
 
@@ -92,6 +94,9 @@ class TurnResult:
 
     head_changes: tuple[MessageId, ...] = ()
     """The ``head-change`` system messages the turn's compiles appended (SPEC 7b)."""
+    edits: tuple[CallEdits, ...] = ()
+    """``edits[k]``: what the server's context editing cleared on the call that produced
+    ``replies[k]`` (``ContextEditing``; zeros when it cleared nothing)."""
 
 
 @attrs.define(eq=False)
@@ -125,6 +130,7 @@ class Agent:
     _hold_timeout: float | None = attrs.field(default=None, init=False, repr=False)
     _holder: str | None = attrs.field(default=None, init=False, repr=False)
     _teller: ReasoningLossTeller | None = attrs.field(default=None, init=False, repr=False)
+    _cleared: ClearedThinking = attrs.field(factory=ClearedThinking, init=False, repr=False)
     _asker: str | None = attrs.field(default=None, init=False, repr=False)
     removed: bool = attrs.field(default=False, init=False)
 
@@ -357,6 +363,13 @@ class Agent:
             finally:
                 self._close()
 
+    def has_unfinished_turn(self) -> bool:
+        """Whether a crash or Ctrl-C left a turn unfinished (``resume_turn`` would finish it):
+        the model has not answered the newest user message, or a round's calls are open. Reads
+        the store only (O(64) messages)."""
+        tail = self._recent_tail()
+        return bool(_unanswered(tail)) or _awaits_answer(tail)
+
     def _close_cut_round(self, open_calls: Sequence[ToolUseBlock]) -> None:
         """Answer the calls of a round a crash cut with error results, so the next message
         stored is not taken for the calls' answer (the API refuses a round left open)."""
@@ -410,8 +423,17 @@ class Agent:
         return message, reply
 
     def _reply_extra(self, message: object, result: CompileResult) -> Mapping[str, object]:
-        """What a reply records beside its usage: the turn's asker and the call's drops."""
+        """What a reply records beside its usage: the turn's asker, the strip of the compile
+        that produced it, and the call's drops (the console shows them)."""
         extra: dict[str, object] = {ASKER_KEY: self._asker} if self._asker else {}
+        strip = result.thinking_strip
+        if strip is not None:
+            extra[STRIP_KEY] = {
+                "cause": strip.cause,
+                "changed": list(strip.changed),
+                "replies": list(strip.replies),
+                "blocks": strip.blocks,
+            }
         dropped = _dropped(message, result)
         if dropped:
             extra[DROPPED_KEY] = dropped
@@ -455,6 +477,7 @@ class Agent:
         calls: list[ToolCall] = []
         notices: list[MessageId] = list(stored)
         usage: list[CallUsage] = []
+        edits: list[CallEdits] = []
         changes: list[MessageId] = []
         stop_reason: str | None = None
         for _ in range(MAX_CALLS_PER_TURN):
@@ -465,6 +488,8 @@ class Agent:
                 call.answered(message, self.name)
                 replies.append(reply)
                 usage.append(self._log_usage(message, result))
+                edits.append(CallEdits.of(message))
+                self._deliver(self._cleared.line(self.name, result.branch, edits[-1]))
                 self._tell_drops(message, result)
             stop_reason = getattr(message, "stop_reason", None)
             uses = [b for b in to_blocks(message) if isinstance(b, ToolUseBlock)]
@@ -489,6 +514,7 @@ class Agent:
             stop_reason,
             tuple(usage),
             tuple(changes),
+            tuple(edits),
         )
 
     def _log_usage(self, message: object, result: CompileResult) -> CallUsage:

@@ -15,6 +15,7 @@ import asyncio
 from collections import deque
 from collections.abc import Callable
 
+from context_manager._model._errors import InvalidValue
 from context_manager._model._log import library_logger
 from context_manager._model._messages import MessageId
 from context_manager._reasoning._audit import UntrustedText
@@ -103,7 +104,7 @@ class ReasoningHub:
         bound: int = LIVE_BUFFER_CHARS,
     ) -> None:
         if bound <= 0:
-            raise ValueError(f"bound must be a positive number of characters, got {bound!r}")
+            raise InvalidValue(f"bound must be a positive number of characters, got {bound!r}")
         self.agent = agent
         self.bound = bound
         self._sink = sink
@@ -121,6 +122,11 @@ class ReasoningHub:
     def enabled(self) -> bool:
         """Whether anything listens: a sink, a subscriber, or a console serving the agent."""
         return self._sink() is not None or bool(self._subscribers) or self._served > 0
+
+    @property
+    def call(self) -> str | None:
+        """The compile id of the call streaming now, or ``None``."""
+        return self._call
 
     def serve(self, on: bool) -> None:
         """A console starts (``True``) or stops serving the agent: keep a buffer meanwhile."""

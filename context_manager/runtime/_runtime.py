@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING
 import anthropic
 
 from context_manager._manager import ContextManager, TracerProviderOption
-from context_manager._model._errors import AgentNotFound, InvalidValue
+from context_manager._model._errors import AgentNotFound, InvalidType, InvalidValue
 from context_manager._model._log import library_logger
 from context_manager._model._messages import MessageId, StoredMessage
 from context_manager._model._results import ThinkingStrip
 from context_manager._reasoning._capture import warn_if_reasoning_unconfigured
+from context_manager._store._postgres import PostgresStore
 from context_manager._store._protocol import Store
 from context_manager._telemetry import telemetry_for
 from context_manager.web import LOOPBACK, Access, CallbackSource, ConsoleServer, create_app
@@ -28,6 +29,7 @@ from notices import ReasoningLossTeller
 
 from ._agent import Agent
 from ._calls import RetryPolicy
+from ._publish import ReasoningPublisher
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider
@@ -200,6 +202,24 @@ class Runtime:
             on_start=lambda: self._serve_hubs(True),
             on_stop=lambda: self._serve_hubs(False),
         )
+
+    def publish_reasoning(self) -> ReasoningPublisher:
+        """Publish the registered agents' live reasoning through the store's notification
+        channel (PostgreSQL ``NOTIFY``), for a console in another process
+        (``context-manager serve --db postgresql://...``): ``async with
+        runtime.publish_reasoning():`` around the turns. Agents registered later are not
+        published. Nothing is stored.
+
+        Raises:
+            TypeError: the store is not a ``PostgresStore`` (SQLite has no channel: a console
+                there shows the durable view only).
+        """
+        if not isinstance(self.store, PostgresStore):
+            raise InvalidType(
+                f"publish_reasoning needs a PostgresStore, not {type(self.store).__name__}; "
+                "serve the console from this runtime instead (Runtime.serve)"
+            )
+        return ReasoningPublisher(self.store, self._agents.values())
 
     def _serve_hubs(self, on: bool) -> None:
         self._serving += 1 if on else -1

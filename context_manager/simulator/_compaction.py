@@ -1,5 +1,5 @@
 """Compaction blocks: their wire shape, their signature, what each one covered, and where a
-request that carries one resumes the binding (VENDOR_RULES 24-27).
+request that carries one resumes the binding (provider rules 24-27).
 
 Pure functions plus one stateful class (``CompactionLedger``, its own lock). A block is
 ``{"type": "compaction", "content": <summary>, "signature": <sig>}`` (``cache_control`` may be
@@ -42,10 +42,16 @@ COMPACTION = "compaction"
 BLOCK_FIELDS = frozenset({"type", "content", "signature"})
 """Fields a compaction block is returned with and must be sent back with, exactly."""
 
+THRESHOLD_BETAS = frozenset({"compact-2026-01-12"})
+"""Threshold compaction's beta: its blocks may be carried with it instead of the on-demand one."""
+
 OPTIONAL_FIELDS = frozenset({"cache_control"})
 """Fields a client may add to a block (a prompt-cache breakpoint after the summary)."""
 
 MAGIC = b"cmsimc"
+"""Marks an on-demand compaction block's signature."""
+THRESHOLD_MAGIC = b"cmsimt"
+"""Marks a threshold compaction block's (``compact_20260112``): it may follow what it summarizes."""
 NONCE_BYTES = 16
 ID_BYTES = 16
 SEAL_BYTES = 32
@@ -93,6 +99,8 @@ class Resume:
     chain: bytes
     legacy: tuple[bytes, ...] = ()
     added: frozenset[str] = frozenset()
+    start: int = 0
+    """The message holding the block: the API ignores every message before it."""
 
 
 def is_compaction(block: Any) -> bool:
@@ -104,12 +112,16 @@ def _mac(key: bytes, label: bytes, message: bytes, size: int) -> bytes:
     return hmac.new(key, label + b"\x00" + message, hashlib.sha256).digest()[:size]
 
 
-def sign_summary(key: bytes, content: str, nonce: bytes | None = None) -> tuple[str, bytes]:
-    """A new block signature over ``content`` and the nonce it names the coverage by."""
+def sign_summary(
+    key: bytes, content: str, nonce: bytes | None = None, *, threshold: bool = False
+) -> tuple[str, bytes]:
+    """A new block signature over ``content`` and the nonce it names the coverage by
+    (``threshold``: a threshold compaction's block)."""
     nonce = secrets.token_bytes(NONCE_BYTES) if nonce is None else nonce
-    ident = _mac(key, b"compaction-id", nonce, ID_BYTES)
+    magic = THRESHOLD_MAGIC if threshold else MAGIC
+    ident = _mac(key, b"compaction-id" + magic, nonce, ID_BYTES)
     seal = _mac(key, b"compaction-seal", nonce + content.encode(), SEAL_BYTES)
-    return base64.b64encode(MAGIC + nonce + ident + seal).decode("ascii"), nonce
+    return base64.b64encode(magic + nonce + ident + seal).decode("ascii"), nonce
 
 
 def check_block(key: bytes, block: Mapping[str, Any], at: tuple[int, int]) -> bytes:
@@ -121,9 +133,11 @@ def check_block(key: bytes, block: Mapping[str, Any], at: tuple[int, int]) -> by
     """
     path = f"messages.{at[0]}.content.{at[1]}"
     raw = _decode(block.get("signature"))
+    magic = raw[: len(MAGIC)]
     nonce = raw[len(MAGIC) : len(MAGIC) + NONCE_BYTES] if raw else b""
     ident = raw[len(MAGIC) + NONCE_BYTES : len(MAGIC) + NONCE_BYTES + ID_BYTES] if raw else b""
-    if not raw or not hmac.compare_digest(ident, _mac(key, b"compaction-id", nonce, ID_BYTES)):
+    expected_id = _mac(key, b"compaction-id" + magic, nonce, ID_BYTES)
+    if not raw or not hmac.compare_digest(ident, expected_id):
         raise InvalidRequest(
             f"{path}.signature: compaction_signature_invalid: the compaction block's signature "
             "is not one this API issued; send the block back exactly as it was returned",
@@ -149,7 +163,16 @@ def _decode(signature: object) -> bytes:
     except (binascii.Error, UnicodeEncodeError):
         return b""
     size = len(MAGIC) + NONCE_BYTES + ID_BYTES + SEAL_BYTES
-    return raw if len(raw) == size and raw.startswith(MAGIC) else b""
+    fits = len(raw) == size and raw[: len(MAGIC)] in (MAGIC, THRESHOLD_MAGIC)
+    return raw if fits else b""
+
+
+def is_threshold(block: Any) -> bool:
+    """True for a compaction block a threshold compaction produced (by its signature's mark;
+    the signature itself is checked where the block is used)."""
+    return is_compaction(block) and _decode(block.get("signature"))[: len(MAGIC)] == (
+        THRESHOLD_MAGIC
+    )
 
 
 def anchored_chain(signature: str) -> bytes:
@@ -184,6 +207,11 @@ def resume(
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages or not isinstance(messages[0], Mapping):
         return None
+    newest = _newest_threshold(messages)
+    if newest is not None:
+        block = messages[newest]["content"][0]
+        nonce = check_block(key, block, (newest, 0))
+        return Resume(anchored_chain(str(block["signature"])), start=newest), nonce
     content = messages[0].get("content")
     if not isinstance(content, list) or not content or not is_compaction(content[0]):
         return None
@@ -200,6 +228,16 @@ def resume(
         and covered.head_base == head_digest(body.get("system"), body.get("tools"))
     )
     return Resume(chain, covered.chains if holds else (), covered.added), nonce
+
+
+def _newest_threshold(messages: Sequence[Any]) -> int | None:
+    """The index of the newest message opening with a threshold compaction block, or ``None``."""
+    for i in range(len(messages) - 1, -1, -1):
+        message = messages[i]
+        content = message.get("content") if isinstance(message, Mapping) else None
+        if isinstance(content, list) and content and is_threshold(content[0]):
+            return i
+    return None
 
 
 def check_blocks(body: Mapping[str, Any], betas: frozenset[str]) -> None:
@@ -219,7 +257,16 @@ def check_blocks(body: Mapping[str, Any], betas: frozenset[str]) -> None:
     ]
     if not found:
         return
-    i, j, block = found[0]
+    if COMPACTION_BETA not in betas and not betas & THRESHOLD_BETAS:
+        i, j, _ = found[0]
+        raise InvalidRequest(
+            f"messages.{i}.content.{j}.type: 'compaction' is not an expected block type; "
+            f"requests that carry a compaction block need the `{COMPACTION_BETA}` beta"
+        )
+    found = _on_demand(messages if isinstance(messages, list) else [], found)
+    if not found:
+        return
+    i, j, _ = found[0]
     if COMPACTION_BETA not in betas:
         raise InvalidRequest(
             f"messages.{i}.content.{j}.type: 'compaction' is not an expected block type; "
@@ -238,15 +285,34 @@ def check_blocks(body: Mapping[str, Any], betas: frozenset[str]) -> None:
             "first message), in place of the messages it summarizes",
             error_code="compaction_block_misplaced",
         )
+
+
+def _on_demand(
+    messages: Sequence[Mapping[str, Any]], found: list[tuple[int, int, Any]]
+) -> list[tuple[int, int, Any]]:
+    """The on-demand blocks of ``found``, after checking every block's fields and each
+    threshold block's place (it opens the assistant message it was returned in)."""
+    for i, j, block in found:
+        _check_fields(block, (i, j))
+        if is_threshold(block) and (j != 0 or messages[i].get("role") != "assistant"):
+            raise InvalidRequest(
+                f"messages.{i}.content.{j}: a threshold compaction block opens the assistant "
+                "message it was returned in; send that message back unchanged"
+            )
+    return [(i, j, block) for i, j, block in found if not is_threshold(block)]
+
+
+def _check_fields(block: Mapping[str, Any], at: tuple[int, int]) -> None:
+    path = f"messages.{at[0]}.content.{at[1]}"
     extra = sorted(set(block) - BLOCK_FIELDS - OPTIONAL_FIELDS)
     if extra:
         raise InvalidRequest(
-            f"messages.0.content.0.{extra[0]}: Extra inputs are not permitted (send the compaction "
-            "block back exactly as it was returned)"
+            f"{path}.{extra[0]}: Extra inputs are not permitted (send the compaction block back "
+            "exactly as it was returned)"
         )
     for name in ("content", "signature"):
         if not isinstance(block.get(name), str) or not block[name]:
-            raise InvalidRequest(f"messages.0.content.0.{name}: Field required (a string)")
+            raise InvalidRequest(f"{path}.{name}: Field required (a string)")
 
 
 class CompactionLedger:

@@ -1,4 +1,4 @@
-"""Server-side context editing (VENDOR_RULES 28-29): ``context_management.edits`` parsed, refused
+"""Server-side context editing (provider rules 28-29): ``context_management.edits`` parsed, refused
 where the API refuses them, and applied to the model's view of a request.
 
 Pure functions. The client sends its full history and the binding is checked against it; the edits
@@ -16,9 +16,8 @@ given, each on the result of the one before:
   every turn) are removed. An assistant turn runs from an assistant message to the next user
   message that is not only tool results. Needs thinking on; listed first when combined.
 - ``compact_20260112`` (threshold compaction): validated (a ``trigger`` of at least 50,000 input
-  tokens, default 150,000) and refused on a request that carries an on-demand compaction block; the
-  simulator does not perform it (a request that reaches the trigger is answered with a 500 saying
-  so).
+  tokens, default 150,000) and refused on a request that carries an on-demand compaction block;
+  a request that reaches the trigger is compacted (``_threshold``).
 
 Each edit that removed something is reported in ``applied_edits``.
 """
@@ -31,8 +30,8 @@ from typing import Any
 
 import attrs
 
-from ._compaction import COMPACTION_BETA, is_compaction
-from ._errors import InvalidRequest, SimulatedApiError
+from ._compaction import COMPACTION_BETA, is_compaction, is_threshold
+from ._errors import InvalidRequest
 
 EDITING_BETA = "context-management-2025-06-27"
 """Enables ``context_management`` (context editing)."""
@@ -83,6 +82,8 @@ class ThresholdCompact:
     """A parsed ``compact_20260112`` edit."""
 
     trigger: int = DEFAULT_THRESHOLD_TRIGGER
+    instructions: str = ""
+    pause: bool = False
 
 
 Edit = ClearToolUses | ClearThinking | ThresholdCompact
@@ -90,11 +91,13 @@ Edit = ClearToolUses | ClearThinking | ThresholdCompact
 
 @attrs.frozen
 class Edited:
-    """The model's view after the edits, what each applied edit reported, and the count before."""
+    """The model's view after the edits, what each applied edit reported, the count before, and
+    the threshold compaction whose trigger the request reached (``None``: none)."""
 
     messages: list[dict[str, Any]]
     applied: list[dict[str, Any]]
     original_tokens: int
+    compact: ThresholdCompact | None = None
 
 
 def _count_value(value: Any, path: str, kinds: Sequence[str]) -> tuple[str, int]:
@@ -163,7 +166,10 @@ def _threshold(edit: Mapping[str, Any], path: str) -> ThresholdCompact:
         raise InvalidRequest(
             f"{path}.trigger.value: Input should be at least {MIN_THRESHOLD_TRIGGER} input tokens"
         )
-    return ThresholdCompact(trigger)
+    instructions, pause = edit.get("instructions", ""), edit.get("pause_after_compaction", False)
+    if not isinstance(instructions, str) or not isinstance(pause, bool):
+        raise InvalidRequest(f"{path}: instructions is a string, pause_after_compaction a boolean")
+    return ThresholdCompact(trigger, instructions.strip(), pause)
 
 
 def _no_extra(edit: Mapping[str, Any], known: set[str], path: str) -> None:
@@ -231,7 +237,12 @@ def _check_combination(body: Mapping[str, Any], betas: frozenset[str], edits: li
             messages = body.get("messages")
             first = messages[0] if isinstance(messages, list) and messages else {}
             content = first.get("content") if isinstance(first, Mapping) else None
-            if isinstance(content, list) and content and is_compaction(content[0]):
+            if (
+                isinstance(content, list)
+                and content
+                and is_compaction(content[0])
+                and not (is_threshold(content[0]))
+            ):
                 raise InvalidRequest(
                     f"{path}: {THRESHOLD_COMPACT} cannot run on a request that carries an "
                     "on-demand compaction block"
@@ -344,22 +355,14 @@ def _clear_thinking_turns(
 
 
 def apply_edits(edits: Sequence[Edit], messages: list[dict[str, Any]], count: Counter) -> Edited:
-    """The model's view of ``messages`` after ``edits``, with one report per applied edit.
-
-    Raises:
-        SimulatedApiError: a threshold compaction's trigger is reached (not simulated: a 500).
-    """
+    """The model's view of ``messages`` after ``edits``, with one report per applied edit and
+    the threshold compaction the request triggers, if any (``_threshold`` performs it)."""
     original = count(messages)
     applied: list[dict[str, Any]] = []
+    compact: ThresholdCompact | None = None
     for edit in edits:
         if isinstance(edit, ThresholdCompact):
-            if count(messages) >= edit.trigger:
-                raise SimulatedApiError(
-                    500,
-                    "api_error",
-                    f"simulator: {THRESHOLD_COMPACT} reached its trigger; threshold compaction "
-                    "is not simulated (use on-demand compaction)",
-                )
+            compact = edit if count(messages) >= edit.trigger else None
             continue
         step = (
             _clear_tools(edit, messages, count)
@@ -368,4 +371,4 @@ def apply_edits(edits: Sequence[Edit], messages: list[dict[str, Any]], count: Co
         )
         messages = step.messages
         applied.extend(step.applied)
-    return Edited(messages, applied, original)
+    return Edited(messages, applied, original, compact)

@@ -61,7 +61,7 @@ class Faults:
             ValueError: ``n`` is negative or ``outcome`` is not a scripted compaction failure.
         """
         if n < 0:
-            raise ValueError(f"n must be at least 0, got {n}")
+            raise InvalidValue(f"n must be at least 0, got {n}")
         self.compactions.extend([check_outcome(outcome)] * n)
 
     def take_compaction_outcome(self) -> str | None:

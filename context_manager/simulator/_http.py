@@ -83,3 +83,10 @@ def betas_of(headers: Mapping[str, str]) -> frozenset[str]:
     """The beta names of an ``anthropic-beta`` header (comma separated, spaces ignored)."""
     raw = headers.get(BETA_HEADER, "")
     return frozenset(name.strip() for name in raw.split(",") if name.strip())
+
+
+def framed_reply(body: Mapping[str, Any], message: Mapping[str, Any], request_id: str) -> HttpReply:
+    """``message`` streamed when ``body`` asked for a stream, else as JSON."""
+    if body.get("stream") is True:
+        return sse_reply(message, request_id)
+    return json_reply(200, message, request_id)

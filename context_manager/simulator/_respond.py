@@ -26,8 +26,8 @@ from ._reply import (
     sign_reply,
     thinking_on,
 )
-from ._sign import Binding
 from ._system import offered_tools
+from ._threshold import threshold_reply
 from ._verify import ForcedDrop, Verifier, Walk, behavior, walk
 
 
@@ -94,34 +94,51 @@ def answer(
     walked = walk(verifier, body, mode=behavior(body, enforced=enforced), forced=knobs.forced)
     edited = apply_edits(edits, walked.messages, lambda messages: count_input(body, messages))
     tools = offered_tools(body)
-    seen = {**body, "messages": edited.messages, "tools": tools.offered()}
-    blocks = run_script(script, seen, new_id)
-    if not thinking_on(body):
-        blocks = [block for block in blocks if not is_signed(block)]
-    start = Binding(
-        str(body["model"]),
-        verifier.organization,
-        verifier.end_user,
-        walked.head,
-        walked.chain,
-        walked.predecessor,
-    )
-    content = sign_reply(blocks, start, key=verifier.key, omit_text=display_omitted(body))
-    report: list[Any] | None = None
+    if edited.compact is not None:
+        message, view = threshold_reply(
+            body,
+            edited.messages,
+            edited.compact,
+            verifier=verifier,
+            script=script,
+            tools=tools.offered(),
+            new_id=new_id,
+        )
+    else:
+        view = edited.messages
+        message = _model_reply(body, walked, view, verifier, script, tools.offered(), new_id)
     if BINDING_BETA in betas or knobs.extra_transformations:
         report = transformations(walked) + list(knobs.extra_transformations)
-    message = message_dict(
-        message_id=new_id("msg"),
-        model=str(body["model"]),
-        content=content,
-        usage_in=count_input(body, edited.messages),
-        transformations=report,
-    )
+        message["input_transformations"] = report
     if edits:
         message["context_management"] = {"applied_edits": edited.applied}
     unoffered = tuple(
         str(block.get("name"))
-        for block in content
+        for block in message["content"]
         if block.get("type") == "tool_use" and block.get("name") not in tools.active
     )
-    return Answer(message, walked, unoffered, edited.messages)
+    return Answer(message, walked, unoffered, view)
+
+
+def _model_reply(
+    body: dict[str, Any],
+    walked: Walk,
+    view: list[dict[str, Any]],
+    verifier: Verifier,
+    script: Script,
+    tools: list[dict[str, Any]],
+    new_id: Callable[[str], str],
+) -> dict[str, Any]:
+    """The model's reply to ``view``, signed against the request as sent (``walked``)."""
+    blocks = run_script(script, {**body, "messages": view, "tools": tools}, new_id)
+    if not thinking_on(body):
+        blocks = [block for block in blocks if not is_signed(block)]
+    start = verifier.binding(str(body["model"]), walked.head, walked.chain, walked.predecessor)
+    content = sign_reply(blocks, start, key=verifier.key, omit_text=display_omitted(body))
+    return message_dict(
+        message_id=new_id("msg"),
+        model=str(body["model"]),
+        content=content,
+        usage_in=count_input(body, view),
+        transformations=None,
+    )

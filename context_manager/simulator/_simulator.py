@@ -23,11 +23,12 @@ from context_manager import InvalidValue, library_logger
 
 from ._api import BINDING_BETA, DROP_MODE, MESSAGES_PATH, PREFIX_MISMATCH, SIGNED_TYPES
 from ._cache import DEFAULT_MIN_TOKENS, PromptCache
+from ._call import Call
 from ._compaction import CompactionLedger
 from ._count import COUNT_PATH, answer_count, count_input, items
 from ._errors import InvalidRequest, NotFound, SimulatedApiError
 from ._faults import Faults
-from ._http import VERSION_HEADER, HttpReply, betas_of, error_reply, json_reply, sse_reply
+from ._http import VERSION_HEADER, HttpReply, betas_of, error_reply, framed_reply, json_reply
 from ._intake import new_id, parse_body, split_betas
 from ._limits import DEFAULT_CONTEXT_WINDOW, check_model, check_window
 from ._loop import IssuedReplies
@@ -79,30 +80,6 @@ def _with_families(base: Readability, families: Mapping[str, str]) -> Readabilit
         return same or base(reader, producer)
 
     return readable
-
-
-@attrs.frozen
-class Call:
-    """One answered request.
-
-    Attributes:
-        request: the parsed request body, as received.
-        betas: the names in its ``anthropic-beta`` header, sorted.
-        status: the HTTP status answered.
-        response: the reply message, or the error body.
-        stream: the request asked for a stream.
-        dropped: the blocks removed, in request order.
-        unoffered_calls: names of tools the reply called that were not offered at that point
-            (removed by a ``tool_removal``, deferred and never added, or not declared).
-    """
-
-    request: dict[str, Any]
-    betas: tuple[str, ...]
-    status: int
-    response: dict[str, Any]
-    stream: bool
-    dropped: tuple[BlockCheck, ...] = ()
-    unoffered_calls: tuple[str, ...] = ()
 
 
 class Simulator:
@@ -294,13 +271,11 @@ class Simulator:
             self._faults.force(paths, reason, predicate)
 
     def fail_compaction_next(self, n: int = 1, outcome: str = "compaction_unavailable") -> None:
-        """Make the next ``n`` compaction requests fail (VENDOR_RULES 23).
-
-        ``outcome`` is ``"compaction_unavailable"`` (a 529 ``overloaded_error`` with
-        ``error.details.error_code: "compaction_unavailable"``) or a ``stop_reason`` of a
-        compaction that produced no summary (``"max_tokens"``,
+        """Make the next ``n`` compaction requests that pass validation fail (provider rule 23):
+        ``outcome`` is ``"compaction_unavailable"`` (a 529 ``overloaded_error``, ``error.details
+        .error_code`` naming it) or a ``stop_reason`` of no summary (``"max_tokens"``,
         ``"model_context_window_exceeded"``, ``"tool_use"``, ``"refusal"``, ``"end_turn"``: a
-        200 with empty content). Only compaction requests that pass validation consume it.
+        200 with empty content).
 
         Raises:
             ValueError: ``n`` is negative or ``outcome`` is none of these.
@@ -494,7 +469,7 @@ class Simulator:
                 paths=[check.path_text for check in dropped],
                 reasons=[check.reason for check in dropped],
             )
-        return self._framed(body, result.message, request_id), result.message, dropped, unoffered
+        return framed_reply(body, result.message, request_id), result.message, dropped, unoffered
 
     def _compact(
         self,
@@ -504,7 +479,7 @@ class Simulator:
         verifier: Verifier,
         knobs: tuple[str | None, tuple[ForcedDrop, ...]],
     ) -> tuple[HttpReply, dict[str, Any], tuple[BlockCheck, ...], tuple[str, ...]]:
-        """Answer a compaction request that passed ``check_request`` (VENDOR_RULES 23):
+        """Answer a compaction request that passed ``check_request`` (provider rule 23):
         ``knobs`` is the scripted outcome and the forced drops."""
         outcome, forced = knobs
         mode = behavior(body, enforced=self.enforced)
@@ -528,13 +503,7 @@ class Simulator:
         if done.nonce is not None and done.coverage is not None:
             self._compactions.remember(done.nonce, done.coverage)
         logger.info("simulator_compacted", stop_reason=done.message["stop_reason"])
-        return self._framed(body, done.message, request_id), done.message, walked.dropped, ()
-
-    @staticmethod
-    def _framed(body: Mapping[str, Any], message: dict[str, Any], request_id: str) -> HttpReply:
-        if body.get("stream") is True:
-            return sse_reply(message, request_id)
-        return json_reply(200, message, request_id)
+        return framed_reply(body, done.message, request_id), done.message, walked.dropped, ()
 
     # Clients -----------------------------------------------------------------------------------
 

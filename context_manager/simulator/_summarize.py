@@ -1,4 +1,4 @@
-"""The on-demand compaction request (VENDOR_RULES 23): its refusals, the summary, the reply.
+"""The on-demand compaction request (provider rule 23): its refusals, the summary, the reply.
 
 Pure functions (the nonce is random). A compaction request is a request with a top-level
 ``compaction`` parameter; it is validated and its signed blocks checked like any other request,
@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
+
+from context_manager import InvalidValue
 
 from ._canon import canonical_json, head_digest
 from ._compaction import COMPACTION, COMPACTION_BETA, Coverage, is_compaction, sign_summary
@@ -46,7 +48,7 @@ COMPACTION_MODELS = frozenset(
         "claude-sonnet-4-6",
     }
 )
-"""Models documented to take on-demand compaction (VENDOR_RULES 24; Haiku 5.5 is left out, the
+"""Models documented to take on-demand compaction (provider rule 24; Haiku 5.5 is left out, the
 conservative reading of [COD] against [CTB]'s header). Extend with
 ``Simulator(compaction_models=...)``."""
 
@@ -158,7 +160,7 @@ def _snippet(message: Mapping[str, Any]) -> str:
     return " ".join(" ".join(parts).split())[:SNIPPET_CHARS]
 
 
-def summary_text(body: Mapping[str, Any]) -> str:
+def summary_text(body: Mapping[str, Any], instructions: str | None = None) -> str:
     """The summary of what a compaction request covers: a deterministic function of it.
 
     ``"Summary of N messages (digest D):"`` then one line ``"role: snippet"`` for each of the
@@ -171,7 +173,9 @@ def summary_text(body: Mapping[str, Any]) -> str:
     requests get the same summary exactly when they cover the same content.
     """
     messages = [m for m in body["messages"] if isinstance(m, Mapping)]
-    instructions = str(body["compaction"].get("instructions", "")).strip()
+    if instructions is None:
+        instructions = str(body["compaction"].get("instructions", ""))
+    instructions = instructions.strip()
     visible = [
         {
             "role": m.get("role"),
@@ -296,5 +300,5 @@ def check_outcome(outcome: str) -> str:
         ValueError: it is not.
     """
     if outcome not in OUTCOMES:
-        raise ValueError(f"outcome {outcome!r} is not one of {', '.join(sorted(OUTCOMES))}")
+        raise InvalidValue(f"outcome {outcome!r} is not one of {', '.join(sorted(OUTCOMES))}")
     return outcome

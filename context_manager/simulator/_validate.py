@@ -25,8 +25,19 @@ from ._errors import InvalidRequest
 from ._models import SYSTEM_MESSAGE_MODELS
 from ._system import check_system_messages
 
-BODY_FIELDS = frozenset(MessageCreateParamsBase.__annotations__) - {"betas"} | {"stream"}
-"""Top-level fields the API accepts: the SDK's create params (``betas`` is a header instead)."""
+SAMPLING_FIELDS = frozenset({"temperature", "top_p", "top_k"})
+"""Sampling settings the API accepts (59 recorded 200s carry them) though the SDK names none."""
+
+BODY_FIELDS = (
+    frozenset(MessageCreateParamsBase.__annotations__) - {"betas"} | {"stream"} | SAMPLING_FIELDS
+)
+"""Top-level fields the API accepts: the SDK's create params (``betas`` is a header instead) and
+the sampling settings."""
+
+NULLABLE_FIELDS = frozenset({"citations", "cache_control", "page_age"})
+"""Fields the API takes as ``null`` (recorded 200s: Mirascope sends block-level ``citations`` and
+``cache_control`` as ``null``, four clients send back web-search results with ``page_age:
+null``)."""
 
 OPAQUE_JSON_FIELDS = frozenset({"input", "input_schema", "citations"})
 """Fields whose value is data, not request structure: a ``null`` inside a tool call's ``input``, a
@@ -94,6 +105,7 @@ def validate_request(
         raise InvalidRequest("max_tokens: Input should be an integer of at least 1")
     if "stream" in body and not isinstance(body["stream"], bool):
         raise InvalidRequest("stream: Input should be a valid boolean")
+    _check_sampling(body)
     _check_system(body.get("system"))
     _check_tools(body.get("tools", []))
     if "thinking" in body:
@@ -109,11 +121,22 @@ def _no_nulls(value: Any, path: str) -> None:
         raise InvalidRequest(f"{path or 'body'}: Input should not be null; omit the field instead")
     if isinstance(value, dict):
         for key, item in value.items():
-            if key not in OPAQUE_JSON_FIELDS:
-                _no_nulls(item, f"{path}.{key}" if path else str(key))
+            if key in OPAQUE_JSON_FIELDS or (item is None and key in NULLABLE_FIELDS):
+                continue
+            _no_nulls(item, f"{path}.{key}" if path else str(key))
     elif isinstance(value, list):
         for index, item in enumerate(value):
             _no_nulls(item, f"{path}.{index}" if path else str(index))
+
+
+def _check_sampling(body: Mapping[str, Any]) -> None:
+    for name, top in (("temperature", 1.0), ("top_p", 1.0)):
+        value = body.get(name, 0.0)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= top:
+            raise InvalidRequest(f"{name}: Input should be a number between 0 and {top:g}")
+    top_k = body.get("top_k", 0)
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
+        raise InvalidRequest("top_k: Input should be an integer of at least 0")
 
 
 def _check_system(system: Any) -> None:
@@ -139,6 +162,10 @@ def _check_tools(tools: Any) -> None:
             continue  # a server toolset (e.g. ``mcp_toolset``) is named by other fields
         if not isinstance(name, str) or not name:
             raise InvalidRequest(f"tools.{k}.name: Field required")
+        if tool.get("type", "custom") == "custom" and not isinstance(
+            tool.get("input_schema"), dict
+        ):
+            raise InvalidRequest(f"tools.{k}.custom.input_schema: Field required")
         if name in names:
             raise InvalidRequest(f"tools.{k}: Tool names must be unique; {name!r} appears twice")
         names.add(name)

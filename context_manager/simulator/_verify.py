@@ -36,7 +36,7 @@ from ._canon import CHAIN_START, chain_step, head_digest
 from ._compaction import CoverageLookup, resume
 from ._errors import InvalidRequest
 from ._models import PrefixCheck, Readability, documented_prefix_check
-from ._sign import block_digest, decode, is_sealed, prefix_matches
+from ._sign import Binding, block_digest, decode, is_sealed, prefix_matches
 from ._system import CLEAR_NEVER, added_tool_name
 
 ALLOW_MODE = "allow"
@@ -146,6 +146,10 @@ class Verifier:
     """Whether the requested model runs the prefix and order checks (provider rule 10)."""
     compactions: CoverageLookup | None = None
     """What each compaction block covered, by nonce (``_compaction.CompactionLedger.lookup``)."""
+
+    def binding(self, model: str, head: str, chain: bytes, predecessor: bytes | None) -> Binding:
+        """What a reply's first block made now by ``model`` is bound to."""
+        return Binding(model, self.organization, self.end_user, head, chain, predecessor)
 
 
 def content_blocks(content: Any) -> list[Any]:
@@ -321,21 +325,25 @@ def walk(
     model = str(body.get("model", ""))
     state = _State(body.get("system"), body.get("tools"))
     resumed = resume(verifier.key, verifier.compactions, body)
+    first = 0
     if resumed is not None:
         start = resumed[0]
         state = _State(body.get("system"), body.get("tools"), set(start.added))
         state.chain, state.legacy = start.chain, list(start.legacy)
+        first = start.start
     checks: list[BlockCheck] = []
     seen: list[dict[str, Any]] = []
     messages = body.get("messages", [])
     messages = messages if isinstance(messages, list) else []
     hidden = _cleared(messages)
     for i, message in enumerate(messages):
+        if i < first:
+            continue  # before the newest threshold compaction block: the API ignores it
         role = str(message.get("role", ""))
         kept: list[Any] = []
         blocks = content_blocks(message.get("content"))
         for j, block in enumerate(blocks):
-            if resumed is not None and (i, j) == (0, 0):
+            if resumed is not None and (i, j) == (first, 0):
                 kept.append(block)  # the summary: the chain restarts from it (``resume``)
                 continue
             if not (isinstance(block, Mapping) and block.get("type") in SIGNED_TYPES):

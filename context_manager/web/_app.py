@@ -34,17 +34,26 @@ COOKIE = "cm_token"
 NOT_FOUND = "No such agent, reply or page."
 """The one 404 text: hidden and missing things answer alike."""
 
-INSTALL_HINT = "the console needs the web extra: pip install 'context-manager[web]'"
+INSTALL_HINT = "the console needs the web extra: pip install 'thinking-context-manager[web]'"
 
 Handler = Callable[["Console", "Request", Principal], Awaitable["Response"]]
 
 
 class Console:
-    """What the routes share: the source and the access table."""
+    """What the routes share: the source, the access table and the reasoning bounds."""
 
-    def __init__(self, source: ConsoleSource, access: Access) -> None:
+    def __init__(
+        self,
+        source: ConsoleSource,
+        access: Access,
+        *,
+        max_parts: int = DEFAULT_MAX_PARTS,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+    ) -> None:
         self.source = source
         self.access = access
+        self.max_parts = max_parts
+        self.max_bytes = max_bytes
 
     def visible(self, principal: Principal, agent: str) -> bool:
         return sees_agent(principal, agent, self.source.agents())
@@ -157,7 +166,7 @@ async def reasoning_route(console: Console, request: Request, principal: Princip
     ):
         return not_found()
     found = read_reasoning(
-        cm, message_id=reply.id, max_parts=DEFAULT_MAX_PARTS, max_bytes=DEFAULT_MAX_BYTES
+        cm, message_id=reply.id, max_parts=console.max_parts, max_bytes=console.max_bytes
     )
     parts = [
         {
@@ -226,8 +235,17 @@ async def live_route(console: Console, request: Request, principal: Principal) -
     )
 
 
-def create_app(source: ConsoleSource, access: Access) -> Starlette:
+def create_app(
+    source: ConsoleSource,
+    access: Access,
+    *,
+    max_parts: int = DEFAULT_MAX_PARTS,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> Starlette:
     """The console's ASGI app over ``source``, for the principals ``access`` names.
+
+    ``/reasoning`` answers at most ``max_parts`` parts and ``max_bytes`` bytes of text (256 and
+    1 MiB by default) with ``truncated: true`` past either; nothing past a bound is read.
 
     Raises:
         ImportError: Starlette is not installed (the ``web`` extra).
@@ -244,5 +262,5 @@ def create_app(source: ConsoleSource, access: Access) -> Starlette:
         Route("/agents/{agent:path}", guarded(transcript_route)),
     ]
     app = Starlette(routes=routes)
-    app.state.console = Console(source, access)
+    app.state.console = Console(source, access, max_parts=max_parts, max_bytes=max_bytes)
     return app

@@ -26,7 +26,7 @@ a{color:#2952a3}.muted{color:#777}.line{border-left:3px solid #ddd;margin:.3em 0
 .call,.result{font:12px monospace}.result.error{color:#b00020}
 details.round{margin:.3em 0;border:1px dashed #bbb;padding:.2em .5em}
 pre.reasoning,#live-text{white-space:pre-wrap;background:#fafafa;border:1px solid #ddd;padding:.5em}
-.untrusted{color:#b00020;font-size:12px}
+.untrusted{color:#b00020;font-size:12px}.strip{color:#8a5a00;font-size:12px}
 """
 
 SCRIPT = """
@@ -139,6 +139,8 @@ def line_html(line: Line, agent: str, may_read: Callable[[str | None], bool]) ->
     if line.asker:
         about.append(f"asked by {line.asker}")
     extra = f' <span class="muted">({text("; ".join(about))})</span>' if about else ""
+    if line.strip:
+        extra = f'<div class="strip">strip before this call: {text(line.strip)}</div>' + extra
     body = " ".join(part_html(p) for p in line.parts) or '<span class="muted">⟨empty⟩</span>'
     reasoning = ""
     if line.readable and may_read(line.asker):

@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import socket
 from collections.abc import Callable, Iterator
-from types import TracebackType
 from typing import Any
 
 from context_manager._model._log import library_logger
@@ -45,6 +44,8 @@ class ConsoleServer:
         host: where to listen (loopback by default; any other host is logged as a warning).
         port: the port, ``0`` for a free one.
         on_start, on_stop: called as serving starts and after it stops.
+        in_loop: called with the serving event loop before the first request (``run()`` makes
+            its own loop; a console that mirrors another process's events starts there).
     """
 
     def __init__(
@@ -55,12 +56,14 @@ class ConsoleServer:
         *,
         on_start: Callable[[], None] | None = None,
         on_stop: Callable[[], None] | None = None,
+        in_loop: Callable[[asyncio.AbstractEventLoop], None] | None = None,
     ) -> None:
         self.app = app
         self.host = host
         self.port = port
         self._on_start = on_start
         self._on_stop = on_stop
+        self._in_loop = in_loop
         self._sock: socket.socket | None = None
         self._server: Any = None
         self._task: asyncio.Task[None] | None = None
@@ -107,6 +110,8 @@ class ConsoleServer:
 
     async def __aenter__(self) -> ConsoleServer:
         sock = self._open()
+        if self._in_loop is not None:
+            self._in_loop(asyncio.get_running_loop())
         self._server = self._build(embedded=True)
         self._task = asyncio.create_task(self._server.serve(sockets=[sock]))
         while not self._server.started:
@@ -116,12 +121,7 @@ class ConsoleServer:
             await asyncio.sleep(0.01)
         return self
 
-    async def __aexit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *_: object) -> None:
         if self._server is not None:
             self._server.should_exit = True
         if self._task is not None:
@@ -131,9 +131,16 @@ class ConsoleServer:
     def run(self, announce: Callable[[str], None] | None = None) -> None:
         """Serve until interrupted (Ctrl-C stops it cleanly); ``announce(url)`` once bound."""
         sock = self._open()
-        if announce is not None:
-            announce(self.url)
+        server = self._build(embedded=False)
+
+        async def serve() -> None:
+            if self._in_loop is not None:
+                self._in_loop(asyncio.get_running_loop())
+            if announce is not None:  # bound, and listening for what in_loop starts
+                announce(self.url)
+            await server.serve(sockets=[sock])
+
         try:
-            self._build(embedded=False).run(sockets=[sock])
+            asyncio.run(serve())
         finally:
             self._close()

@@ -93,9 +93,11 @@ class CallbackSource:
 
 
 def pick_branch(cm: ContextManager, wanted: str | None) -> BranchRecord | None:
-    """The branch to show: ``wanted``, else the agent's current one; ``None``: no such branch."""
+    """The branch to show: ``wanted``, else the agent's current one as stored now (another
+    process may have switched it since ``cm`` opened); ``None``: no such branch."""
     live = cm.store.branches(cm.namespace)
-    name = wanted if wanted is not None else cm.current_branch().name
+    current = cm.store.current_branch_name(cm.namespace) or cm.current_branch().name
+    name = wanted if wanted is not None else current
     for record in live:
         if record.ref.name == name:
             return record

@@ -30,6 +30,7 @@ from context_manager._model._messages import (
     DROPPED_KEY,
     HEAD_CHANGE_KIND,
     REASONING_LOSS_KIND,
+    STRIP_KEY,
     MessageId,
     StoredMessage,
 )
@@ -96,6 +97,9 @@ class Line:
     notice_form: str | None = None
     cause: str | None = None
     usage: CallUsage | None = None
+    strip: str | None = None
+    """What the compile that produced this reply newly left out, and why (the runtime records
+    it), e.g. ``2 blocks of 2 replies, cause head (tools)``."""
 
 
 @attrs.frozen
@@ -270,6 +274,23 @@ def dropped_spots(messages: Iterable[StoredMessage]) -> dict[Spot, str]:
     return spots
 
 
+def strip_text(raw: object) -> str | None:
+    """A recorded strip in words, or ``None`` when there is none (or it is malformed)."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("blocks"), int):
+        return None
+    listed = raw.get("replies")
+    replies: list[object] = listed if isinstance(listed, list) else []
+    named = raw.get("changed")
+    changed = [c for c in named if isinstance(c, str)] if isinstance(named, list) else []
+    cause = clean(str(raw.get("cause")))
+    because = f" ({', '.join(changed)})" if changed else ""
+    count = raw["blocks"]
+    return (
+        f"{count} block{'s' if count != 1 else ''} of {len(replies)} "
+        f"repl{'ies' if len(replies) != 1 else 'y'} left out, cause {cause}{because}"
+    )
+
+
 def line_of(
     message: StoredMessage,
     left_out: frozenset[Spot],
@@ -297,6 +318,7 @@ def line_of(
         notice_form=found,
         cause=cause,
         usage=CallUsage.from_json(raw) if isinstance(raw, dict) else None,
+        strip=strip_text(message.metadata.extra.get(STRIP_KEY)),
     )
 
 

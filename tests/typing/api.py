@@ -23,17 +23,23 @@ from context_manager import (
     MemoryStore,
     Passthrough,
     PlacedDrops,
+    ReasoningEvent,
+    Reconciliation,
     SQLiteStore,
+    Telemetry,
     TextBlock,
     ThinkingBinding,
     ThinkingStrip,
+    UntrustedText,
     Window,
     branch_key,
     parse_input_transformations,
     place_thinking_drops,
 )
+from context_manager.adapters import ManagedAsyncAnthropic
 from context_manager.runtime import Agent, Runtime, TurnResult
 from context_manager.simulator import Simulator
+from context_manager.web import Access, Principal
 from notices import ReasoningLossTeller, reasoning_loss_line
 
 
@@ -78,6 +84,9 @@ async def main() -> None:
     ContextManager.open(
         MemoryStore(), strategy=Fold(lambda ms: f"{len(ms)} messages", trigger_tokens=50_000)
     )
+    traced = ContextManager.open(MemoryStore(), tracer_provider=True)
+    shared: Telemetry = traced.telemetry
+    Runtime(client, MemoryStore(), tracer_provider=shared)
 
     runtime = Runtime(
         client,
@@ -103,6 +112,30 @@ async def main() -> None:
     ada.head = attrs.evolve(ada.head, tools=[])
     print(ada.context.current_branch_key())
     print(reasoning_loss_line("ada", "count", count=1))
+
+    reconciled: CompileResult = cm.reconcile(
+        {
+            "model": "claude-opus-5-5",
+            "max_tokens": 64,
+            "messages": [{"role": "user", "content": "hi"}],
+        }
+    )
+    done: Reconciliation | None = cm.last_reconciliation
+    print(reconciled.request["messages"], done)
+    managed = ManagedAsyncAnthropic(client, MemoryStore(), agent=("ada", "main"))
+    print(managed.context("ada").current_branch().name, managed.agents.waiting("ada"))
+
+    def heard(piece: UntrustedText) -> None:
+        print(piece.value)
+
+    bea = runtime.register(Agent(name="bea", head=head, on_reasoning=heard))
+    async with bea.reasoning_stream() as events:
+        asked: TurnResult = await bea.run_turn("why?", asker="bob")
+        event: ReasoningEvent = await anext(events)
+        print(asked.replies, event.kind, event.asker, event.text)
+    access = Access.of({"an-owner-token-0123": Principal("alice", owner=True)})
+    async with runtime.serve(access, port=0) as console:
+        print(console.url)
 
 
 asyncio.run(main())

@@ -1,0 +1,79 @@
+"""Pressure, shedding (SPEC 7): leave out the oldest sent thinking (a leading run, which keeps
+every later block valid) down to the window's target, before a window jumps. Shed replies are
+released at commit (``release`` entries) and reported with cause ``messages`` (or ``first``)."""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+
+import attrs
+
+from context_manager._model._log import library_logger
+from context_manager._model._messages import StoredMessage
+from context_manager._store._protocol import Release
+
+from ._fold import FoldRequest
+from ._render import RenderContext, RenderState
+from ._run import Draft, Run
+from ._shed import plan_shed
+from ._stage_edit import pressure_tokens
+from ._stage_fold import carry_ages
+from ._strategies import Window
+
+log = library_logger("context_manager.compile")
+
+
+def shed(run: Run, draft: Draft) -> Generator[FoldRequest, str, Draft]:
+    """Shed when over the window's cap, unless a fold ran (it re-rendered already)."""
+    yield from ()
+    limit, m = run.limit, run.engine.manager
+    if limit is None or draft.folded or not m.binding.binds:
+        return draft
+    if isinstance(m.strategy, Window) and not m.strategy.shed_thinking:
+        return draft
+    if pressure_tokens(run, draft) <= limit[1]:
+        return draft
+    state = shed_thinking(run, draft.ctx, draft.state, limit[0], draft.pending())
+    return attrs.evolve(draft, state=state)
+
+
+def shed_thinking(
+    run: Run,
+    ctx: RenderContext,
+    state: RenderState,
+    target: int,
+    pending: Sequence[StoredMessage],
+) -> RenderState:
+    """Re-render with the oldest sent thinking shed down to ``target`` tokens (SPEC 7).
+
+    Shed replies are released at commit and reported (cause ``messages``, or ``first``).
+    """
+    record = run.record
+    shed = plan_shed(state, run.engine.manager.estimator, state.total_tokens - target)
+    if not shed:
+        return state
+    releases = dict(record.releases)
+    for message_id, block in shed.items():
+        prior = releases.get(message_id)
+        low = block if prior is None else min(prior.from_block, block)
+        releases[message_id] = Release(message_id, low, False)
+    shed_ctx = attrs.evolve(ctx, releases=releases)
+    again = run.engine.full_render(run, shed_ctx, start=state.start, pending=pending)
+    marked = [  # a block the model cannot read keeps that cause: it was lost to it first
+        attrs.evolve(e, reason="shed" if e.reason != "head" else e.reason, kind="release")
+        if e.kind == "released"
+        and e.message_id in shed
+        and ((prior := record.releases.get(e.message_id)) is None or e.block < prior.from_block)
+        else e
+        for e in again.unreported
+    ]
+    again.unreported = [*state.unreported, *marked]
+    carry_ages(state, again)
+    log.info(
+        "thinking_shed",
+        namespace=run.engine.manager.namespace,
+        replies=len(shed),
+        tokens_before=state.total_tokens,
+        tokens_after=again.total_tokens,
+    )
+    return again

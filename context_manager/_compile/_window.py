@@ -1,0 +1,232 @@
+"""The compiler's renders from the store: the kept render extended, the window read and
+rendered, and the releases and stamps a render needs loaded first.
+
+A steady compile reads only what was stored since the kept render (O(new)); a re-render reuses
+the window's stored messages and encoded blocks while the change serial and lineage hold.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from context_manager._binding._chain import CHAIN_SEED, LEGACY_CHAIN_SEED
+from context_manager._binding._stamp import LEGACY_STAMP_VERSION
+from context_manager._model._content import THINKING_TYPES
+from context_manager._model._log import library_logger
+from context_manager._model._messages import MessageId, StoredMessage
+from context_manager._store._protocol import Lineage, Release
+
+from . import _resident
+from ._branch import BindingRecord, CacheKey, WindowMemo, piece_bytes
+from ._cold import cold_anchor, open_round_start
+from ._compact import CompactRender, NotARender
+from ._fold import SUMMARY_KIND, covers_upto
+from ._message import render_message
+from ._render import RenderContext, RenderState, render_text_prefix
+from ._run import Rendered, Run
+from ._snapshot_io import SnapshotKeeper
+from ._stamp_cache import StampCache
+
+log = library_logger("context_manager.compile")
+
+
+class WindowRenderer(SnapshotKeeper):
+    """Renders from the store (a base class: ``Compiler`` is one)."""
+
+    _stamps: StampCache
+
+    def drop_render(self, key: str) -> None:  # the per-process bound's ``Holder``
+        raise NotImplementedError
+
+    def compact_render(self, key: str) -> int | None:
+        raise NotImplementedError
+
+    def render_cached(self, run: Run, cache_key: CacheKey, ctx: RenderContext) -> Rendered:
+        """The branch's render under ``ctx``: the kept one extended by what was stored since,
+        a restored snapshot, or (neither usable) the window rendered from the store."""
+        key, cache = run.key, self.cache(run.key)
+        repeat = cache.render is not None or cache.window is not None
+        snapshot = False
+        if not repeat:  # about to be built from the store: the previous newest is compacted
+            _resident.admit(self, key)
+            snapshot = self._load_snapshot(key, cache_key, run.serial, run.lineage, run.record)
+        try:
+            state, extended = self._extend_cached(run, cache_key, ctx)
+        except NotARender as err:  # a kept compact render that does not restore (never
+            # expected: this process made it; a snapshot is restored above): render instead
+            log.warning("compact_render_refused", branch=key, error=str(err))
+            cache.render = None
+            state, snapshot, extended = None, False, 0
+        if snapshot and state is not None:
+            self._window_releases(state, run.record, key)
+            log.debug("render_snapshot_restored", branch=key, messages=len(state.messages))
+        if state is None:
+            state = self.full_render(run, ctx, windowed=run.limit)
+        return Rendered(state, repeat, snapshot, extended)
+
+    def _extend_cached(
+        self, run: Run, cache_key: CacheKey, ctx: RenderContext
+    ) -> tuple[RenderState | None, int]:
+        """The cached render extended by the messages stored since (and how many), or
+        ``None`` when it cannot be (none kept, another key or change serial, a new summary).
+        ``run.since``: what was stored since a sequence, read with the serials (used when
+        that sequence is still the render's last)."""
+        key, serial, fresh = run.key, run.serial, run.since
+        cache = self.cache(key)
+        cached = cache.render
+        if cached is None or cached[0] != cache_key or cached[1].change_serial != serial:
+            return None, 0
+        m = self.manager
+        last = cached[1].last_sequence
+        new = (
+            fresh.messages
+            if fresh is not None and fresh.after == last
+            else m.store.read(m.namespace, run.lineage, after=last)
+        )
+        if any(message.metadata.kind == SUMMARY_KIND for message in new):
+            return None, 0
+        if isinstance(cached[1], CompactRender):
+            compact = cached[1]
+            state = compact.restore()
+            cache.size = compact.raw_size if cache.size is None else cache.size
+            if not run.dry_run:
+                cache.render = (cached[0], state)
+        else:
+            state = cached[1].copy() if run.dry_run else cached[1]
+        self._prefetch(new, run.record, key)
+        memo = cache.window
+        if (
+            memo is not None
+            and memo.serial == serial
+            and memo.lineage == run.lineage
+            and memo.last() == cached[1].last_sequence
+        ):
+            memo.messages.extend(new)
+            ctx = attrs.evolve(ctx, pieces=memo.pieces)
+        else:
+            cache.window = memo = None
+        encoded = 0
+        for message in new:
+            encoded += render_message(state, ctx, message)
+        if memo is not None:
+            memo.nbytes += encoded
+        return state, len(new)
+
+    def _prefetch(self, messages: Sequence[StoredMessage], record: BindingRecord, key: str) -> None:
+        """Load the releases and stamps ``messages`` need; over the limit, evict the oldest
+        stamps not needed now first. O(len(messages)), never O(branch).
+
+        The stamps of ``messages`` themselves are never evicted here: the render that follows
+        reads them (an evicted one would judge valid thinking unstamped). A reply whose every
+        thinking block is released and reported on this branch needs no stamp: the render
+        skips those blocks before judging (a window's shed replies are mostly such).
+        """
+        m = self.manager
+        replies = [
+            msg
+            for msg in messages
+            if msg.role == "assistant" and any(isinstance(b, THINKING_TYPES) for b in msg.content)
+        ]
+        unknown = [msg.id for msg in replies if msg.id not in record.looked_up]
+        if unknown:
+            record.releases.update(m.store.releases(m.namespace, key, unknown))
+            record.looked_up.update(unknown)
+        needed = [msg.id for msg in replies if not _all_thinking_reported(msg, record.releases)]
+        self._stamps.load(needed, lambda wanted: m.store.stamps(m.namespace, wanted))
+
+    def _latest_summary(self, lineage: Lineage) -> StoredMessage | None:
+        m = self.manager
+        found = m.store.read(m.namespace, lineage, kind=SUMMARY_KIND, limit=1, newest_first=True)
+        return found[0] if found else None
+
+    @_resident.paused_collector
+    def full_render(
+        self,
+        run: Run,
+        ctx: RenderContext,
+        *,
+        start: int | None = None,
+        summary: StoredMessage | None = None,
+        windowed: tuple[int, int] | None = None,
+        pending: Sequence[StoredMessage] = (),
+    ) -> RenderState:
+        """Render the branch's window from the store (the kept window's messages reused),
+        then ``pending``: this compile's previews, not stored yet. Opens with ``summary`` (a
+        pending one, else the newest stored)."""
+        if summary is None:
+            summary = next((p for p in pending if p.metadata.kind == SUMMARY_KIND), None)
+        if summary is None:
+            summary = self._latest_summary(run.lineage)
+        record = run.record
+        base = covers_upto(summary) + 1 if summary is not None else 0
+        if start is None and windowed is not None:
+            if record.anchor is not None and record.anchor >= base:
+                start = record.anchor
+            else:
+                start = cold_anchor(self.manager, run.lineage, base, windowed)
+        elif start is None and record.anchor is not None and record.anchor > base:
+            # no window now, one before (a budget dropped): an open round's reply still goes
+            # out after what it was made with (provider rule 6; issue 28 item 4)
+            start = open_round_start(self.manager, run.lineage, base)
+        start = max(base, start or 0)
+        memo = self._read_window(run.key, run.lineage, start, run.serial)
+        messages = memo.messages
+        self._prefetch(messages, record, run.key)
+        ctx = attrs.evolve(ctx, pieces=memo.pieces)
+        state = RenderState(chain=CHAIN_SEED, start=start, change_serial=run.serial)
+        stamps = self._stamps.stamps
+        if any(stamps[m.id].get("v") == LEGACY_STAMP_VERSION for m in messages if m.id in stamps):
+            state.legacy_chain = LEGACY_CHAIN_SEED
+        if summary is not None:
+            state.summary_id = summary.id
+            render_text_prefix(state, ctx, summary, "summary")
+        encoded = memo.nbytes  # the blocks carried from the last render, then the new ones
+        for message in messages:
+            encoded += render_message(state, ctx, message)
+        memo.nbytes = encoded
+        for message in pending:
+            render_message(state, ctx, message)
+        return state
+
+    def read_window(self, run: Run, start: int) -> list[StoredMessage]:
+        """The stored messages of the branch from ``start`` on (see ``_read_window``)."""
+        return self._read_window(run.key, run.lineage, start, run.serial).messages
+
+    def _read_window(self, key: str, lineage: Lineage, start: int, serial: int) -> WindowMemo:
+        """The stored messages from ``start`` on: what the last render read is reused, only
+        newer messages are read (O(new)), or the window when that does not cover ``start``."""
+        m = self.manager
+        cache = self.cache(key)
+        memo = cache.window
+        pieces: dict[MessageId, Any] = {}
+        if memo is not None and memo.serial == serial and memo.lineage == lineage:
+            pieces = memo.pieces
+            if memo.start <= start:
+                newer = m.store.read(m.namespace, lineage, after=memo.last())
+                messages = [*memo.messages, *newer]
+            else:
+                messages = m.store.read(m.namespace, lineage, after=start - 1)
+        else:
+            messages = m.store.read(m.namespace, lineage, after=start - 1)
+        first = bisect.bisect_left(messages, start, key=lambda msg: msg.sequence)
+        messages = messages[first:]
+        if pieces:
+            pieces = {msg.id: pieces[msg.id] for msg in messages if msg.id in pieces}
+        memo = WindowMemo(lineage, serial, start, messages, pieces, piece_bytes(pieces))
+        cache.window = memo
+        return memo
+
+
+def _all_thinking_reported(message: StoredMessage, releases: Mapping[MessageId, Release]) -> bool:
+    """Whether every thinking block of ``message`` is released and reported (never judged)."""
+    release = releases.get(message.id)
+    if release is None:
+        return False
+    for index, block in enumerate(message.content):
+        if isinstance(block, THINKING_TYPES) and not release.reported_at(index):
+            return False
+    return True

@@ -1,0 +1,104 @@
+"""``context-manager serve`` and ``demo --serve``: the console on a database, from the shell."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import CLI_ENV, cli
+
+OWNER = "owner-token-0123456789"
+
+
+def start(*args: object) -> tuple[subprocess.Popen[str], str]:
+    """Start ``context-manager ARGS`` and read its stdout up to the console's URL."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "context_manager", *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=CLI_ENV,
+    )
+    assert process.stdout is not None
+    for line in process.stdout:
+        if line.startswith("console: "):
+            return process, line.removeprefix("console: ").strip()
+    process.kill()
+    _, stderr = process.communicate()
+    raise AssertionError(f"no console URL; stderr: {stderr}")
+
+
+def get(url: str, token: str | None = None) -> tuple[int, str]:
+    request = urllib.request.Request(url)
+    if token is not None:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
+def stop(process: subprocess.Popen[str]) -> tuple[int, str]:
+    """Ctrl-C it; its exit code and stderr (its pipes read to the end and closed)."""
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=20)
+    return process.returncode, stderr
+
+
+def test_demo_serve_keeps_the_console_open_on_the_demo_database(tmp_path: Path) -> None:
+    database = tmp_path / "demo.db"
+    process, entry = start("demo", "--db", database, "--serve", "--port", 0)
+    try:
+        base, _, token = entry.partition("/?token=")
+        no_token = get(f"{base}/agents/ada")
+        page = get(f"{base}/agents/ada", token)
+    finally:
+        code, said = stop(process)
+    assert no_token[0] == 401
+    assert page[0] == 200
+    assert "[reasoning] notice" in page[1]
+    assert code == 130  # Ctrl-C, as every command reports it
+    assert f"what the demo stored so far is kept in {database}" in said
+    tokens = tmp_path / "tokens.txt"
+    tokens.write_text(f"# the owner\n{OWNER} alice *\n")
+    process, entry = start("serve", "--db", database, "--tokens", tokens, "--port", 0)
+    try:
+        listing = get(f"{entry.rstrip('/')}/", OWNER)
+        refused = get(f"{entry.rstrip('/')}/", "not-a-known-token-at-all")
+    finally:
+        code, said = stop(process)
+    assert (code, said.strip().splitlines()[-1]) == (
+        130,
+        "context-manager: interrupted; the console stopped; nothing was written",
+    )
+    assert entry.startswith("http://127.0.0.1:")
+    assert listing[0] == 200
+    assert "ada" in listing[1]
+    assert refused[0] == 401
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("short alice *\n", "shorter than 16"),
+        (f"{OWNER}\n", "expected `TOKEN PRINCIPAL"),
+        (f"{OWNER} alice * ada\n", "stands alone"),
+        (f"{OWNER} alice *\n{OWNER} bob ada\n", "already given"),
+        ("# nothing\n", "no tokens"),
+    ],
+)
+def test_a_bad_tokens_file_is_refused_in_one_line(tmp_path: Path, text: str, why: str) -> None:
+    tokens = tmp_path / "tokens.txt"
+    tokens.write_text(text)
+    database = tmp_path / "none.db"
+    result = cli("serve", "--db", database, "--tokens", tokens, "--port", 0)
+    assert result.returncode == 2
+    assert why in result.stderr
+    assert result.stderr.count("\n") == 1
