@@ -67,11 +67,17 @@ def cold_anchor(m: CompileHost, lineage: Lineage, base: int, limit: tuple[int, i
     # shedding comes before a jump (SPEC 7): start where the newest reply was made, as the
     # branch that made it would (a fork's first compile, or a first budget), and let the
     # compile shed, then jump only if that is not enough (issue 28 item 2)
-    started = made_at(m, newest_reply, spans, base, None if open_round or sheds(m) else cap)
+    started = made_at(m, newest_reply, spans, base, _start_cap(m, open_round, cap))
     if started is not None:
         return started
     anchor = jump_anchor(spans[::-1], limit[0])
     return anchor if anchor is not None else base
+
+
+def _start_cap(m: CompileHost, open_round: bool, cap: int) -> int | None:
+    """The cap the tail from where the newest reply was made must fit: none for an open
+    round (it goes out as recorded) or when the compile sheds before jumping."""
+    return None if open_round or sheds(m) else cap
 
 
 def sheds(m: CompileHost) -> bool:
