@@ -59,24 +59,25 @@ def cold_anchor(m: CompileHost, lineage: Lineage, base: int, limit: tuple[int, i
             break
     if tail <= cap:
         return base
-    open_round = (
-        newest_reply is not None
-        and answered
-        and any(isinstance(b, ToolUseBlock) for b in newest_reply.content)
-    )
-    # shedding comes before a jump (SPEC 7): start where the newest reply was made, as the
-    # branch that made it would (a fork's first compile, or a first budget), and let the
-    # compile shed, then jump only if that is not enough (issue 28 item 2)
-    started = made_at(m, newest_reply, spans, base, _start_cap(m, open_round, cap))
+    started = made_at(m, newest_reply, spans, base, _start_cap(m, newest_reply, answered, cap))
     if started is not None:
         return started
     anchor = jump_anchor(spans[::-1], limit[0])
     return anchor if anchor is not None else base
 
 
-def _start_cap(m: CompileHost, open_round: bool, cap: int) -> int | None:
-    """The cap the tail from where the newest reply was made must fit: none for an open
-    round (it goes out as recorded) or when the compile sheds before jumping."""
+def _start_cap(
+    m: CompileHost, newest_reply: StoredMessage | None, answered: bool, cap: int
+) -> int | None:
+    """The cap a start where the newest reply was made must fit: none for an open round (it
+    goes out as recorded) or when the compile sheds before jumping (SPEC 7: start where the
+    newest reply was made, as the branch that made it would, shed, and jump only if that is
+    not enough; issue 28 item 2)."""
+    open_round = (
+        newest_reply is not None
+        and answered
+        and any(isinstance(b, ToolUseBlock) for b in newest_reply.content)
+    )
     return None if open_round or sheds(m) else cap
 
 
