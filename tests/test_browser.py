@@ -122,7 +122,7 @@ def demo_reasoning(store: SQLiteStore, sidecar: SQLiteReasoningStore) -> list[st
     cm = ContextManager.open(
         store, namespace="ada", reasoning=ReasoningCapture(sidecar, capture=False)
     )
-    texts = []
+    texts: list[str] = []
     for branch in cm.list_branches():
         for message in cm.messages(branch=branch.name):
             if message.role == "assistant":

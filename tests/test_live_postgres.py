@@ -65,7 +65,7 @@ async def test_a_console_in_another_process_mirrors_the_live_reasoning_and_its_c
             partial = await asyncio.wait_for(anext(events), 5)
             gate.set()
             reply = (await turn).replies[0]
-            rest = []
+            rest: list[Any] = []
             while not rest or rest[-1].kind != "done":
                 rest.append(await asyncio.wait_for(anext(events), 5))
             await events.aclose()

@@ -172,7 +172,7 @@ async def test_a_page_opened_mid_call_catches_up_from_the_partial() -> None:
     events = agent.reasoning_stream()
     [partial] = await take(events, 1)
     gate.set()
-    rest = []
+    rest: list[Any] = []
     while not rest or rest[-1].kind != "done":
         rest.append(await asyncio.wait_for(anext(events), 2))
     await turn
