@@ -24,6 +24,7 @@ from ._binding._drops import (
 )
 from ._compile._caching import Caching
 from ._compile._compiler import Compiler
+from ._compile._fold import SUMMARY_KIND
 from ._compile._observers import CompileObservers
 from ._compile._strategies import Passthrough, Strategy, estimate_tokens
 from ._model._checks import (
@@ -314,11 +315,13 @@ class ContextManager(CompileObservers):
         blocks = coerced_content(content, where)
         meta = coerce_meta(metadata)
         # an assistant message is a record of what the model said, an empty answer included
-        # (sent with a placeholder); a user or system message with nothing in it is a mistake
+        # (sent with a placeholder), and a summary marks what a fold covers (a host fold with no
+        # text to keep stores an empty one); any other message with nothing in it is a mistake
         check_not_empty(
             blocks,
             where,
             allowed=checked == "assistant"
+            or meta.kind == SUMMARY_KIND
             or (checked == "system" and "output_config" in meta.extra),
         )
         message_id = self.store.append(self.namespace, self._branch.key, checked, blocks, meta).id
@@ -450,18 +453,21 @@ class ContextManager(CompileObservers):
         def compile(head: Head, dry: bool) -> CompileResult:
             return _for_the_sdk(self._compiler.compile(head, budget=None, dry_run=dry))
 
-        done, result = reconcile_params(
-            self,
-            params,
-            compile=compile,
-            follow_window=follow,
-            dry_run=dry_run,
-            boundary=boundary,
-            keys=self._reconcile_keys,
-        )
-        if not dry_run:
-            self.last_reconciliation = done
-        return self._notify(result)
+        with self.telemetry.compiling(dry_run) as span:  # the compile span covers the reading
+            done, result = reconcile_params(
+                self,
+                params,
+                compile=compile,
+                follow_window=follow,
+                dry_run=dry_run,
+                boundary=boundary,
+                keys=self._reconcile_keys,
+            )
+            if not dry_run:
+                self.last_reconciliation = done
+            result = self._notify(result)
+            self.telemetry.compiled(span, result, self.get_message)
+            return result
 
     def record_reply(
         self,

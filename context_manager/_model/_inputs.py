@@ -34,7 +34,7 @@ def check_compile_args(head: object, budget: object) -> None:
     if not isinstance(head, Head):
         raise InvalidType(f"compile needs a Head, got {head!r:.120}")
     if budget is not None:
-        check_positive_int(budget, "budget")
+        check_positive_int(budget, "budget", unit="token count")
 
 
 def check_reply(message: object, result: object) -> None:
