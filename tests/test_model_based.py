@@ -434,10 +434,10 @@ class ReliabilityMachine(RuleBasedStateMachine):
         STATS[f"readability:{'documented' if table is None else 'table'}"] += 1
         if self.postgres_server is not None:
             self.schema, dsn = fresh_schema(self.postgres_server)
-            self.store = PostgresStore(dsn)
+            self.store: Store = PostgresStore(dsn)
         elif sqlite:
             self.folder = tempfile.mkdtemp(prefix="model-based-")
-            self.store: Store = SQLiteStore(os.path.join(self.folder, "agents.db"))
+            self.store = SQLiteStore(os.path.join(self.folder, "agents.db"))
         else:
             self.store = MemoryStore()
         STATS[f"store:{type(self.store).__name__}"] += 1
