@@ -165,3 +165,38 @@ def test_bound_settings_the_account_does_not_bind_give_unreported_mismatch_event
         ("unreported", ["messages.1.content.0", "messages.3.content.0"])
     ]
     assert s.cm.prediction_mismatches == 2
+
+
+def tool_script(request: dict[str, Any]) -> list[Any]:
+    """Think, then call the tool when asked, else answer."""
+    last = [m for m in request["messages"] if m["role"] != "system"][-1]["content"]
+    said = " ".join(b.get("text", "") for b in last if b.get("type") == "text")
+    if "tool" in said:
+        return [
+            {"type": "thinking", "thinking": "let me look"},
+            {"type": "tool_use", "name": TOOL["name"], "input": {}},
+        ]
+    return [{"type": "thinking", "thinking": "thought"}, {"type": "text", "text": "Done."}]
+
+
+def test_a_head_change_inside_an_open_tool_round_is_predicted_and_sent_as_recorded() -> None:
+    """VENDOR_RULES 6: the in-flight reply is never altered; in observe mode its failing
+    thinking goes out and the simulator's report matches the prediction."""
+    s = Session()
+    s.sim = Simulator(script=tool_script, enforced=False)
+    s.client = s.sim.sync_client()
+    s.call("hello")
+    s.call("please use the tool")
+    use = next(b for b in s.cm.messages()[-1].content if getattr(b, "name", None) == TOOL["name"])
+    s.cm.add_message("user", [{"type": "tool_result", "tool_use_id": use.id, "content": "ok"}])
+    system_change(s)
+    with capture_logs() as logs:
+        result = s.cm.compile(s.head)
+        message = s.client.beta.messages.create(**result.request)
+        s.cm.record_reply(message, result)
+
+    allowed = [t.path for t in message.input_transformations or []]
+    assert result.predicted_mismatches == tuple(allowed)
+    assert len(allowed) == 2
+    assert [e for e in logs if e["event"] == "binding_prediction_mismatch"] == []
+    assert s.strips == []
