@@ -39,7 +39,7 @@ class Sent:
     ``known``: every definition a ``tool_reference`` may name (the request's ``tools`` and the
     inline definitions given so far); ``active``: the names on offer, in order; ``deferred``: the
     definitions in the request's ``tools`` with ``defer_loading: true`` (the anchor's own and
-    those added since), the only ones a ``tool_reference`` may add (VENDOR_RULES 17).
+    those added since), the only ones a ``tool_reference`` may add (provider rule 17).
     """
 
     system: Any
@@ -149,7 +149,7 @@ def plan_change(sent: Sent, head: Head, *, inline_tools: bool) -> Change | bool 
         if name in active:
             continue
         if name in loadable and _same(loadable[name], tool):
-            # a reference adds only a tool declared deferred (VENDOR_RULES 17): one that was in
+            # a reference adds only a tool declared deferred (provider rule 17): one that was in
             # ``tools`` loaded, or given inline, comes back inline
             ref: dict[str, Any] = {"type": "tool_reference", "name": name}
         elif name in known:

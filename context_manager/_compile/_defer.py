@@ -1,6 +1,6 @@
 """Pressure pass: a release recorded while a tool round is open waits for the round's end.
 
-Invariant (VENDOR_RULES 6, issue 28 item 3): a release never changes what precedes the open
+Invariant (provider rule 6, issue 28 item 3): a release never changes what precedes the open
 round's in-flight reply. Releases recorded since the round's turn began (unreported, with a
 known sequence) are held back from the render when applying them would leave out thinking
 that is kept without them: the in-flight reply's own (it goes out as recorded, released or

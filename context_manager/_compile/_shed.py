@@ -31,7 +31,7 @@ def plan_shed(
     Sheds whole replies until their thinking's estimated tokens reach ``excess``, or no sent
     thinking is left before the newest turn. A block left out (not sent) before the first
     block still sent goes with them: with nothing kept before it, it would be in order and put
-    back, and a block put back invalidates those made while it was gone (VENDOR_RULES 4), so
+    back, and a block put back invalidates those made while it was gone (provider rule 4), so
     the run shed is every thinking block before the first one kept. O(rendered messages).
     """
     shed = _shed_sent(state, estimator, excess)

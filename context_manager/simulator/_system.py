@@ -60,7 +60,7 @@ class ToolSet:
     active: list[str]
     deferred: frozenset[str] = frozenset()
     """The names ``tools`` declares with ``defer_loading: true``: the only ones a
-    ``tool_reference`` may add (VENDOR_RULES 17; adding any other by reference is undocumented)."""
+    ``tool_reference`` may add (provider rule 17; adding any other by reference is undocumented)."""
 
     @classmethod
     def start(cls, tools: Any) -> ToolSet:
