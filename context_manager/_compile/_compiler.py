@@ -414,22 +414,27 @@ class Compiler(WindowRenderer):
     ) -> Generator[FoldRequest, str, CompileResult]:
         run = read_branch(self, head, budget, dry_run)
         draft = render(run, *plan_head(run))
-        draft = append_change(run, draft)
-        for stage in PRESSURE:
-            draft = yield from stage(run, draft)
-        draft = reanchor(run, draft)
-        draft = inflight_round(run, draft)
-        draft = finish_request(run, draft)
-        draft = report(run, draft)
-        appended: tuple[MessageId, ...] = ()
-        if not dry_run:
-            stored = commit(run, draft)
-            appended = tuple(
-                s.id
-                for s, p in zip(stored, draft.pending(), strict=True)
-                if p.metadata.kind == HEAD_CHANGE_KIND
-            )
-            self._keep(run, draft)
+        try:
+            draft = append_change(run, draft)
+            for stage in PRESSURE:
+                draft = yield from stage(run, draft)
+            draft = reanchor(run, draft)
+            draft = inflight_round(run, draft)
+            draft = finish_request(run, draft)
+            draft = report(run, draft)
+            appended: tuple[MessageId, ...] = ()
+            if not dry_run:
+                stored = commit(run, draft)
+                appended = tuple(
+                    s.id
+                    for s, p in zip(stored, draft.pending(), strict=True)
+                    if p.metadata.kind == HEAD_CHANGE_KIND
+                )
+                self._keep(run, draft)
+        finally:
+            # counted once everything this compile keeps is kept (a refused compile too): an
+            # eviction of this very branch then frees what it holds, never what is set after
+            self.note_size(run.key, draft.rendered.repeat)
         return compile_result(run, draft, appended)
 
     def _keep(self, run: Run, draft: Draft) -> None:

@@ -30,7 +30,6 @@ def inflight_round(run: Run, draft: Draft) -> Draft:
     Raises:
         InFlightThinkingInvalid: it carries failing thinking and ``drop_block`` is off.
     """
-    run.engine.note_size(run.key, draft.rendered.repeat)
     return attrs.evolve(draft, inflight=run.engine.inflight(run, draft.state))
 
 
