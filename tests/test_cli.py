@@ -134,7 +134,7 @@ def test_the_demo_exits_0_and_announces_every_scene(
     assert [n for n, _ in headings] == ["1", "2", "3", "4", "5", "6", "7"]
     appended = done.stdout.split("== Scene 3/7", 1)[1].split("== Scene 4/7", 1)[0]
     assert "system    ⟨tool_removal - grep⟩" in appended
-    assert "system    ⟨tool_addition + grep⟩" in appended
+    assert "system    ⟨tool_addition + grep, inline⟩" in appended
     assert "notice    [reasoning]" not in appended
     assert "\x1b[" not in done.stdout  # no styling when stdout is not a terminal
     assert "⟨thinking, signed …" in done.stdout
@@ -248,6 +248,7 @@ def test_transcript_json_is_one_object_per_line_with_the_documented_fields(
         "kind",
         "target",
         "text",
+        "summary",
         "blocks",
         "created_at",
     }
