@@ -23,6 +23,7 @@ from ._binding._drops import (
     place_thinking_drops,
 )
 from ._compile._caching import Caching
+from ._compile._compactor import Call, Compactor
 from ._compile._compiler import Compiler
 from ._compile._strategies import Passthrough, Strategy, estimate_tokens
 from ._model._checks import (
@@ -118,6 +119,7 @@ class ContextManager:
         self._async_locks: dict[str, tuple[asyncio.Lock, asyncio.AbstractEventLoop]] = {}
         self._branch = self._ensure_branch()
         self._compiler = Compiler(self)
+        self._compactor = Compactor(self)
         self._reconcile_keys: KeyCache = {}
         self.last_reconciliation: Reconciliation | None = None
         """What the last ``reconcile`` stored, edited, folded or rewound (``None`` before one)."""
@@ -429,6 +431,7 @@ class ContextManager:
             self._observers.remove(callback)
 
     def _notify(self, result: CompileResult) -> CompileResult:
+        self._compactor.note(result)
         if result.restored and not result.dry:
             for restore_observer in list(self._restore_observers):
                 try:
@@ -492,6 +495,28 @@ class ContextManager:
                 result = self._notify(_for_the_sdk(compiled))
                 self.telemetry.compiled(span, result, self.get_message)
                 return result
+
+    # server compaction (see _compile._compactor)
+    def compaction_due(self) -> bool:
+        """The strategy is ``Compact`` and the branch's last request passed its trigger."""
+        return self._compactor.due()
+
+    def compact(self, client: Any) -> MessageId | None:
+        """Compact the branch now through a sync ``anthropic`` client: the last committing
+        compile's request is sent again as a compaction request (provider rule 23) and the
+        block stored as a ``compaction`` message, rendered first from the next compile on.
+        Returns its id, or ``None``: not at a boundary, or no block came back (history as
+        it was). Needs the ``Compact`` strategy.
+
+        Raises:
+            CompactionNotSupported: ``Compact(background=True)``.
+            anthropic.APIStatusError: the provider refused the request.
+        """
+        return self._compactor.compact(client)
+
+    async def compact_async(self, client: Any, *, call: Call | None = None) -> MessageId | None:
+        """``compact`` through an async client, or ``call(request)`` (the runtime's retries)."""
+        return await self._compactor.compact_async(client, call)
 
     def reconcile(
         self,
