@@ -18,6 +18,7 @@ from context_manager import Compact, ContextManager, Fold, Head, SQLiteStore, St
 from context_manager.runtime import Agent
 from context_manager.simulator import Simulator
 from tests.helpers import (
+    GREP_TOOL,
     PROBE_HEAD,
     calling_script,
     invalid_calls,
@@ -178,5 +179,37 @@ async def test_a_reopened_sqlite_store_renders_the_same_request_after_a_compacti
     assert after == before
     assert first_block(after)["type"] == "compaction"
     reply = await sim.client().beta.messages.create(**reopened.compile(PROBE_HEAD).request)
+    assert reply.input_transformations in (None, [])
+    assert invalid_calls(sim) == []
+
+
+async def test_a_tool_added_before_a_compaction_is_offered_again_after_the_next_user_turn(
+    store: Store,
+) -> None:
+    sim = Simulator()
+    client = sim.client()
+    cm = ContextManager.open(store, namespace="ada", strategy=Compact(50))
+    grown = Head(
+        model=PROBE_HEAD.model,
+        system=PROBE_HEAD.system,
+        tools=[*PROBE_HEAD.tools, GREP_TOOL],
+        settings=PROBE_HEAD.settings,
+    )
+    for n, head in enumerate((PROBE_HEAD, grown, grown)):
+        cm.add_message("user", f"Question {n}: {LONG}")
+        result = await cm.compile_async(head)
+        cm.record_reply(await client.beta.messages.create(**result.request), result)
+    assert await cm.compact_async(client) is not None
+
+    cm.add_message("user", "Search the logs.")
+    result = await cm.compile_async(grown)
+
+    sent = result.request["messages"]
+    assert [m["role"] for m in sent] == ["assistant", "user", "system"]
+    assert sent[-1]["content"] == [
+        {"type": "tool_addition", "tool": {"type": "tool_reference", "name": "grep"}}
+    ]
+    assert [b["type"] for b in sent[0]["content"]] == ["compaction", "thinking", "text"]
+    reply = await client.beta.messages.create(**result.request)
     assert reply.input_transformations in (None, [])
     assert invalid_calls(sim) == []
