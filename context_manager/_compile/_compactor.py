@@ -14,6 +14,7 @@ compile is noted again, and the compaction waits for it.
 from __future__ import annotations
 
 import inspect
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -42,7 +43,8 @@ class Compactor:
     """When and how a manager compacts (see the module docstring)."""
 
     def __init__(self, host: CompileHost) -> None:
-        self._host = host
+        # a proxy, as the compiler's: a manager the host drops is freed at once
+        self._host: CompileHost = weakref.proxy(host)
         self._sent: dict[str, CompileResult] = {}
         self._failures = 0
 
