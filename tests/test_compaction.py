@@ -21,6 +21,7 @@ from tests.helpers import (
     GREP_TOOL,
     PROBE_HEAD,
     calling_script,
+    cli,
     invalid_calls,
     runtime_on,
     thinking_signatures,
@@ -213,3 +214,37 @@ async def test_a_tool_added_before_a_compaction_is_offered_again_after_the_next_
     reply = await client.beta.messages.create(**result.request)
     assert reply.input_transformations in (None, [])
     assert invalid_calls(sim) == []
+
+
+def test_run_compacts_on_the_server_with_slash_compact_and_the_next_turn_keeps_going(
+    tmp_path: Any,
+) -> None:
+    path = tmp_path / "agent.db"
+    session = "\n".join(["/compact", "hello there", "/compact", "and now?", "/quit"])
+
+    done = cli("run", "--db", path, "--agent", "ada", stdin=session + "\n")
+
+    assert done.returncode == 0, done.stderr
+    said = done.stdout.splitlines()
+    assert any(line.startswith("nothing to compact now") for line in said)
+    assert any(line.startswith("compacted into block #") for line in said)
+    assert "!" not in "".join(line[:1] for line in said)  # no refused turn or command
+    store = SQLiteStore(path)
+    try:
+        blocks = ContextManager.open(store, namespace="ada").messages(kind="compaction")
+        assert len(blocks) == 1
+    finally:
+        store.close()
+
+
+def test_transcript_shows_a_compaction_block_as_a_marker_with_its_coverage(tmp_path: Any) -> None:
+    path = tmp_path / "agent.db"
+    done = cli("run", "--db", path, "--agent", "ada", stdin="hello there\n/compact\n")
+    assert done.returncode == 0, done.stderr
+
+    shown = cli("transcript", path).stdout.splitlines()
+
+    assert any(
+        line.endswith("assistant ⟨compaction: a server summary of everything up to #2⟩")
+        for line in shown
+    )
