@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from ._quiet import quiet_logging
 from ._report import all_met, describe_machine, table
 from ._run import Config, run
+from ._telemetry import main as telemetry_main
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -44,7 +45,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="for --store postgres: a server whose role may create databases (default: "
         "$CONTEXT_MANAGER_POSTGRES_DSN)",
     )
+    parser.add_argument(
+        "--only",
+        choices=("telemetry",),
+        help="run one scenario alone and print its figure (telemetry: telemetry_overhead)",
+    )
     args = parser.parse_args(argv)
+    if args.only == "telemetry":
+        return telemetry_main(["--quick"] if args.quick else [])
     if args.store == "postgres" and not args.dsn:
         parser.error("--store postgres needs --dsn or CONTEXT_MANAGER_POSTGRES_DSN")
     quiet_logging()

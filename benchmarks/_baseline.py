@@ -11,13 +11,13 @@ from typing import Any
 
 from context_manager import ContextManager, Head, block_to_wire
 from context_manager._binding._chain import CHAIN_SEED, block_bytes
+from context_manager._compile._message import render_message
 from context_manager._compile._render import (
     RenderContext,
     RenderState,
     Span,
     close_tool_round,
     is_clean_start,
-    render_message,
 )
 from context_manager._compile._selection import jump_anchor
 from context_manager._model._content import is_thinking

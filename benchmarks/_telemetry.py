@@ -4,8 +4,8 @@ One history, its steady steps alternating between tracing on (the real SDK: a ``
 with a ``SimpleSpanProcessor`` into a discarding exporter, and a ``MeterProvider``) and off, so
 both sides of the ratio see the same window and the same machine load. Only the compile is timed
 (the span, its attributes and events and the export call are inside it).
-``python -m benchmarks._telemetry`` runs this scenario alone on a history of its own (SQLite,
-4,000 messages, the suite's window).
+``python -m benchmarks --only telemetry [--quick]`` runs this scenario alone on a history of its
+own (SQLite, 4,000 messages, the suite's window).
 """
 
 from __future__ import annotations
@@ -100,7 +100,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"plain {figures['steady_plain'] * 1e6:.0f} us, at {figures['messages']:,} messages"
     )
     return 0 if figures["telemetry_overhead"] <= TELEMETRY_MAX else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -23,31 +23,30 @@ from ._binding._drops import (
     place_thinking_drops,
 )
 from ._compile._caching import Caching
-from ._compile._compactor import Call, Compactor
+from ._compile._compactor import Compacting, Compactor
 from ._compile._compiler import Compiler
+from ._compile._fold import SUMMARY_KIND
+from ._compile._observers import CompileObservers
 from ._compile._strategies import Passthrough, Strategy, estimate_tokens
 from ._model._checks import (
-    check_blocks,
     check_branch_name,
     check_not_empty,
     check_optional_sequence,
-    check_positive_int,
 )
-from ._model._content import Block, reply_blocks, to_blocks
+from ._model._content import Block
 from ._model._editing import ContextEditing
 from ._model._errors import (
     BranchExists,
     BranchInUse,
     BranchNotFound,
-    InvalidContent,
-    InvalidType,
     InvalidValue,
 )
 from ._model._head import Head, ThinkingBinding
+from ._model._inputs import check_compile_args, check_reply, coerced_content
 from ._model._messages import MessageId, MessageMeta, Role, StoredMessage, check_role, coerce_meta
 from ._model._process import PROCESS
 from ._model._request import sdk_request
-from ._model._results import CompileResult, ThinkingStrip
+from ._model._results import CompileResult
 from ._reasoning._capture import ReasoningCapture, resolve_without_sidecar
 from ._reconcile import KeyCache, Reconciliation
 from ._reconcile import reconcile as reconcile_params
@@ -65,12 +64,6 @@ log = library_logger("context_manager")
 MAIN_BRANCH = "main"
 """The branch a new namespace starts on."""
 
-StripObserver: TypeAlias = Callable[[ThinkingStrip, str], None]
-"""``observer(strip, branch_key)``: called once per committing compile that strips."""
-
-ReplyObserver: TypeAlias = Callable[[MessageId, CompileResult], None]
-"""``observer(message_id, result)``: called after ``record_reply`` stores a reply."""
-
 Estimator: TypeAlias = Callable[[Any], int]
 """Token estimate of one wire message (a dict)."""
 
@@ -79,7 +72,7 @@ TracerProviderOption: TypeAlias = "TracerProvider | Telemetry | bool | None"
 one), a shared ``Telemetry``, or ``None`` / ``False`` (off: nothing is imported)."""
 
 
-class ContextManager:
+class ContextManager(CompileObservers, Compacting):
     """An agent's context: store it, branch it, compile it.
 
     Use ``ContextManager.open(store, namespace=...)``.
@@ -112,10 +105,7 @@ class ContextManager:
         self.token: str = uuid.uuid4().hex
         self.telemetry: Telemetry = telemetry if telemetry is not None else OFF
         """The OpenTelemetry spans, events and metrics of this context (off by default)."""
-        self._observers: list[StripObserver] = []
-        self._deletion_observers: list[Callable[[str], None]] = []
-        self._reply_observers: list[ReplyObserver] = []
-        self._restore_observers: list[Callable[[tuple[MessageId, ...], str], None]] = []
+        CompileObservers.__init__(self)
         self._async_locks: dict[str, tuple[asyncio.Lock, asyncio.AbstractEventLoop]] = {}
         self._branch = self._ensure_branch()
         self._compiler = Compiler(self)
@@ -327,11 +317,13 @@ class ContextManager:
         blocks = coerced_content(content, where)
         meta = coerce_meta(metadata)
         # an assistant message is a record of what the model said, an empty answer included
-        # (sent with a placeholder); a user or system message with nothing in it is a mistake
+        # (sent with a placeholder), and a summary marks what a fold covers (a host fold with no
+        # text to keep stores an empty one); any other message with nothing in it is a mistake
         check_not_empty(
             blocks,
             where,
             allowed=checked == "assistant"
+            or meta.kind == SUMMARY_KIND
             or (checked == "system" and "output_config" in meta.extra),
         )
         message_id = self.store.append(self.namespace, self._branch.key, checked, blocks, meta).id
@@ -391,71 +383,9 @@ class ContextManager:
         self._compiler.forget(key)
         self._async_locks.pop(key, None)
 
-    # observers
-    def on_thinking_strip(self, callback: StripObserver) -> StripObserver:
-        """Call ``callback(strip, branch_key)`` once per committing compile that strips.
-
-        An observer that raises is logged and never fails the compile. Returns ``callback``.
-        """
-        self._observers.append(callback)
-        return callback
-
-    def on_thinking_restored(
-        self, callback: Callable[[tuple[MessageId, ...], str], None]
-    ) -> Callable[[tuple[MessageId, ...], str], None]:
-        """Call ``callback(replies, branch_key)`` once per committing compile that sends again
-        thinking the previous one left out (``CompileResult.restored``). Returns ``callback``."""
-        self._restore_observers.append(callback)
-        return callback
-
-    def on_branch_deleted(self, callback: Callable[[str], None]) -> Callable[[str], None]:
-        """Call ``callback(branch_key)`` after a branch is deleted (e.g. to forget told state)."""
-        self._deletion_observers.append(callback)
-        return callback
-
-    def on_reply_recorded(self, callback: ReplyObserver) -> ReplyObserver:
-        """Call ``callback(message_id, result)`` after each ``record_reply`` stores a reply.
-
-        ``result`` is the compile the reply was recorded against (its branch is current). The
-        runtime stores a ``[reasoning]`` line heard from a direct-API compile outside a turn
-        only now, after the reply, so the line never stands between that compile's request and
-        its reply. An observer that raises is logged and never fails the recording. Returns
-        ``callback``.
-        """
-        self._reply_observers.append(callback)
-        return callback
-
-    def remove_strip_observer(self, callback: StripObserver) -> None:
-        """Stop calling ``callback``; unknown callbacks are ignored."""
-        if callback in self._observers:
-            self._observers.remove(callback)
-
     def _notify(self, result: CompileResult) -> CompileResult:
-        self._compactor.note(result)
-        if result.restored and not result.dry:
-            for restore_observer in list(self._restore_observers):
-                try:
-                    restore_observer(result.restored, result.branch)
-                except Exception as err:  # an observer never fails a compile
-                    log.warning(
-                        "restore_observer_failed", namespace=self.namespace, error=repr(err)
-                    )
-        strip = result.thinking_strip
-        if strip is None or result.dry:
-            return result
-        key = result.branch
-        for observer in list(self._observers):
-            try:
-                observer(strip, key)
-            except Exception as err:  # an observer never fails a compile
-                log.warning(
-                    "strip_observer_failed",
-                    namespace=self.namespace,
-                    branch=key,
-                    compile_id=strip.compile_id,
-                    error=repr(err),
-                )
-        return result
+        self._compactor.note(result)  # the request a compaction repeats (rule 25)
+        return super()._notify(result)
 
     # compile and replies (see _compile)
     def compile(
@@ -471,7 +401,7 @@ class ContextManager:
             InvalidType: ``head`` is not a ``Head``, or ``budget`` is not an int.
             InvalidValue: ``budget`` is 0 or less.
         """
-        _check_compile_args(head, budget)
+        check_compile_args(head, budget)
         with self.telemetry.compiling(dry_run) as span:
             compiled = self._compiler.compile(head, budget=budget, dry_run=dry_run)
             result = self._notify(_for_the_sdk(compiled))
@@ -482,7 +412,7 @@ class ContextManager:
         self, head: Head, *, budget: int | None = None, dry_run: bool = False
     ) -> CompileResult:
         """``compile`` for hosts whose summarizer is async."""
-        _check_compile_args(head, budget)
+        check_compile_args(head, budget)
         key = self._branch.key
         lock, loop = self._async_locks.get(key, (None, None))
         running = asyncio.get_running_loop()
@@ -495,28 +425,6 @@ class ContextManager:
                 result = self._notify(_for_the_sdk(compiled))
                 self.telemetry.compiled(span, result, self.get_message)
                 return result
-
-    # server compaction (see _compile._compactor)
-    def compaction_due(self) -> bool:
-        """The strategy is ``Compact`` and the branch's last request passed its trigger."""
-        return self._compactor.due()
-
-    def compact(self, client: Any) -> MessageId | None:
-        """Compact the branch now through a sync ``anthropic`` client: the last committing
-        compile's request is sent again as a compaction request (provider rule 23) and the
-        block stored as a ``compaction`` message, rendered first from the next compile on.
-        Returns its id, or ``None``: not at a boundary, or no block came back (history as
-        it was). Needs the ``Compact`` strategy.
-
-        Raises:
-            CompactionNotSupported: ``Compact(background=True)``.
-            anthropic.APIStatusError: the provider refused the request.
-        """
-        return self._compactor.compact(client)
-
-    async def compact_async(self, client: Any, *, call: Call | None = None) -> MessageId | None:
-        """``compact`` through an async client, or ``call(request)`` (the runtime's retries)."""
-        return await self._compactor.compact_async(client, call)
 
     def reconcile(
         self,
@@ -551,18 +459,21 @@ class ContextManager:
         def compile(head: Head, dry: bool) -> CompileResult:
             return _for_the_sdk(self._compiler.compile(head, budget=None, dry_run=dry))
 
-        done, result = reconcile_params(
-            self,
-            params,
-            compile=compile,
-            follow_window=follow,
-            dry_run=dry_run,
-            boundary=boundary,
-            keys=self._reconcile_keys,
-        )
-        if not dry_run:
-            self.last_reconciliation = done
-        return self._notify(result)
+        with self.telemetry.compiling(dry_run) as span:  # the compile span covers the reading
+            done, result = reconcile_params(
+                self,
+                params,
+                compile=compile,
+                follow_window=follow,
+                dry_run=dry_run,
+                boundary=boundary,
+                keys=self._reconcile_keys,
+            )
+            if not dry_run:
+                self.last_reconciliation = done
+            result = self._notify(result)
+            self.telemetry.compiled(span, result, self.get_message)
+            return result
 
     def record_reply(
         self,
@@ -582,7 +493,7 @@ class ContextManager:
                 body or its content blocks), or ``result`` is not a ``CompileResult``.
             InvalidContent: a malformed block; nothing is written.
         """
-        _check_reply(message, result)
+        check_reply(message, result)
         message_id = self._compiler.record_reply(message, result, appended=appended, extra=extra)
         for observer in list(self._reply_observers):
             try:
@@ -669,53 +580,9 @@ class ContextManager:
         return self.reasoning.resolve(self.namespace, block)
 
 
-def coerced_content(content: object, where: str) -> tuple[Block, ...]:
-    """``to_blocks(content)`` with every block checked (``check_blocks``).
-
-    Raises:
-        InvalidContent: content that is not blocks, or a malformed block; naming ``where``.
-    """
-    try:
-        blocks = to_blocks(content)
-    except InvalidContent:
-        raise
-    except TypeError as err:
-        raise InvalidContent(where, None, str(err)) from err
-    check_blocks(blocks, where)
-    return blocks
-
-
 def _for_the_sdk(result: CompileResult) -> CompileResult:
     """``result`` whose request the installed SDK takes as keywords (``sdk_request``)."""
     request = sdk_request(result.request)
     if request.keys() == result.request.keys():
         return result
     return attrs.evolve(result, request=request)
-
-
-def _check_compile_args(head: object, budget: object) -> None:
-    if not isinstance(head, Head):
-        raise InvalidType(f"compile needs a Head, got {head!r:.120}")
-    if budget is not None:
-        check_positive_int(budget, "budget")
-
-
-def _check_reply(message: object, result: object) -> None:
-    if isinstance(message, str | bytes):
-        raise InvalidContent(
-            "reply",
-            None,
-            f"{message!r:.80} is a bare string; pass the SDK message, the response body or its "
-            "content blocks (a host's own text is add_message's)",
-        )
-    if not isinstance(result, CompileResult):
-        raise InvalidType(
-            f"record_reply needs the CompileResult that produced it, got {result!r:.120}"
-        )
-    try:
-        blocks = reply_blocks(message)
-    except InvalidContent:
-        raise
-    except TypeError as err:
-        raise InvalidContent("reply", None, str(err)) from err
-    check_blocks(blocks, "reply")

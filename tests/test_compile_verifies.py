@@ -120,7 +120,7 @@ def fold(s: Session) -> None:
 
 
 def window(s: Session) -> None:
-    s.cm.strategy = Window(max_tokens=250)
+    s.cm.strategy = Window(max_tokens=400)
 
 
 def nothing(s: Session) -> None:

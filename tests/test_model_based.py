@@ -288,7 +288,11 @@ class BranchModel:
     told: set[str] = attrs.field(factory=set)
     """Reply ids told on this branch (not inherited: told state is per branch key)."""
     compiled: bool = False
-    """A committing compile has run on this branch (its next strip is no longer ``first``)."""
+    """A committing compile has run on this branch (its next strip is no longer ``first``), or
+    on its parent by the fork point (SPEC 5: what it inherits was reported there)."""
+    compiled_at: float = float("inf")
+    """The newest sequence at the branch's first committing compile (a branch made at or after
+    it inherits ``compiled``)."""
     born: float = float("-inf")
     """The fork point (the sequence the branch was made at), for a fork or ``branch_at``."""
 
@@ -301,6 +305,8 @@ class BranchModel:
             drop_released=_as_of(self.drop_released, at),
             shed_released=_as_of(self.shed_released, at),
             notices=list(self.notices if notices is None else notices),
+            compiled=self.compiled and self.compiled_at <= at,
+            compiled_at=self.compiled_at,
             born=at,
         )
 
@@ -828,6 +834,8 @@ class ReliabilityMachine(RuleBasedStateMachine):
         assert (strip.cause, strip.changed) == expected, (strip, expected)
         sequences = [m.sequence for r in replies if (m := self._read(r)) is not None]
         assert sequences == sorted(sequences), f"strip replies not oldest first: {strip}"
+        if not branch.compiled:
+            branch.compiled_at = self.cm.branch_head()[1]
         branch.compiled = True
         untold = [r for r in replies if r not in branch.told]
         mine = {r for r in replies if _owns(turn, self._read(r))}
@@ -940,6 +948,8 @@ class ReliabilityMachine(RuleBasedStateMachine):
         """Invariant 2 for one committing compile (see the module docstring)."""
         branch = self.branches[result.branch]
         branch.told.difference_update(self._restored(result))  # a new loss is told again
+        if not branch.compiled:
+            branch.compiled_at = result.last_sequence
         branch.compiled = True
         inflight = _inflight_index(request["messages"])
         newly: set[str] = set()

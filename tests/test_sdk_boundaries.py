@@ -91,3 +91,15 @@ def test_a_legacy_alias_is_served_by_the_simulator(model: str) -> None:
             model=model, max_tokens=64, messages=[{"role": "user", "content": "hi"}]
         )
     assert reply.model == model
+
+
+def test_the_managed_clients_keywords_keep_the_moved_settings_for_a_call_not_for_a_count() -> None:
+    from anthropic.resources.beta.messages import AsyncMessages
+
+    from context_manager.adapters._calls import call_kwargs
+
+    request = {"model": "claude-opus-5-5", "messages": [], "extra_body": {"temperature": 1.0}}
+    called = call_kwargs(AsyncMessages.create, {**request, "max_tokens": 8, "top_k": 3}, {})
+    counted = call_kwargs(AsyncMessages.count_tokens, request, {}, keep_unknown=False)
+    assert called["extra_body"] == {"temperature": 1.0, "top_k": 3}
+    assert "extra_body" not in counted

@@ -624,6 +624,29 @@ async def test_a_tool_added_mid_conversation_is_offered_and_a_removed_one_is_rec
     assert [c.unoffered_calls for c in sim.calls if c.status == 200] == [(), (), (), ()]
 
 
+async def test_a_reference_adds_only_a_deferred_tool_and_a_loaded_one_comes_back_inline(
+    transport: str,
+) -> None:
+    """VENDOR_RULES 17 documents a reference adding a deferred tool, nothing else: re-adding a
+    removed tool declared without ``defer_loading`` by reference is refused (issue 28 item 5),
+    and its inline definition is taken."""
+    sim = Simulator(script=lambda _: ["Fine."])
+    remove = {"type": "tool_removal", "tool": {"type": "tool_reference", "name": "read_log"}}
+    again = {"type": "tool_addition", "tool": {"type": "tool_reference", "name": "read_log"}}
+    inline = {"type": "tool_addition", "tool": {"type": "tool_definition", "definition": READ_LOG}}
+    betas = [*EVERY_BETA, INLINE_TOOLS_BETA]
+    async with sdk_client(sim, transport) as client:
+        with pytest.raises(anthropic.BadRequestError, match="is not declared with `defer_loading"):
+            await client.beta.messages.create(
+                **call([user("hi"), {"role": "system", "content": [remove, again]}], betas=betas)
+            )
+        await client.beta.messages.create(
+            **call([user("hi"), {"role": "system", "content": [remove, inline]}], betas=betas)
+        )
+
+    assert [c.status for c in sim.calls] == [400, 200]
+
+
 async def test_a_call_to_a_removed_tool_is_recorded_as_such(transport: str) -> None:
     """VENDOR_RULES 17: the simulator records a reply that calls a tool no longer offered."""
     sim = Simulator(script=lambda _: [{"type": "tool_use", "name": "read_log", "input": {}}])

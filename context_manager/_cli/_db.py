@@ -19,7 +19,8 @@ from context_manager._model._errors import CommandLineError, ContextManagerError
 from context_manager._reasoning._store import APPLICATION_ID as SIDECAR_APPLICATION_ID
 from context_manager._reasoning._store import SCHEMA_VERSION as SIDECAR_SCHEMA_VERSION
 from context_manager._reasoning._store import SQLiteReasoningStore
-from context_manager._store._postgres import INSTALL_HINT, PostgresStore, _describe, _first_line
+from context_manager._store._postgres import INSTALL_HINT, PostgresStore
+from context_manager._store._postgres_connection import _describe, _first_line
 from context_manager._store._postgres_schema import SCHEMA_VERSION as POSTGRES_SCHEMA_VERSION
 from context_manager._store._postgres_schema import probe
 from context_manager._store._sqlite import APPLICATION_ID, SCHEMA_VERSION, SQLiteStore

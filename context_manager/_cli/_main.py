@@ -13,7 +13,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import TextIO
+from typing import TextIO, TypeAlias
 
 import structlog
 
@@ -86,7 +86,19 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("-v", "--verbose", action="store_true", help="log info events too (stderr)")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    demo = _add_demo(commands, common)
+    _add_run(commands, common)
+    _add_transcript(commands, common)
+    add_gateway(commands, common, _gateway)
+    add_serve_commands(commands, common, demo)
+    return parser
 
+
+Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+"""``argparse``'s sub-parsers action."""
+
+
+def _add_demo(commands: Commands, common: argparse.ArgumentParser) -> argparse.ArgumentParser:
     demo = commands.add_parser(
         "demo",
         parents=[common],
@@ -102,7 +114,10 @@ def build_parser() -> argparse.ArgumentParser:
         f"its reasoning sidecar goes to PATH{SIDECAR_SUFFIX}. Default: a temporary file",
     )
     demo.set_defaults(handler=_demo)
+    return demo
 
+
+def _add_run(commands: Commands, common: argparse.ArgumentParser) -> None:
     run = commands.add_parser(
         "run",
         parents=[common],
@@ -136,6 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.set_defaults(handler=_run)
 
+
+def _add_transcript(commands: Commands, common: argparse.ArgumentParser) -> None:
     transcript = commands.add_parser(
         "transcript",
         parents=[common],
@@ -178,9 +195,6 @@ def build_parser() -> argparse.ArgumentParser:
         ", when it exists)",
     )
     transcript.set_defaults(handler=_transcript)
-    add_gateway(commands, common, _gateway)
-    add_serve_commands(commands, common, demo)
-    return parser
 
 
 def _version() -> str:

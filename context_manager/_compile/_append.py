@@ -38,7 +38,8 @@ class Sent:
 
     ``known``: every definition a ``tool_reference`` may name (the request's ``tools`` and the
     inline definitions given so far); ``active``: the names on offer, in order; ``deferred``: the
-    definitions added to the request's ``tools`` with ``defer_loading: true``.
+    definitions in the request's ``tools`` with ``defer_loading: true`` (the anchor's own and
+    those added since), the only ones a ``tool_reference`` may add (provider rule 17).
     """
 
     system: Any
@@ -70,6 +71,7 @@ class Sent:
             anchor.head.get("system"),
             tuple(str(t["name"]) for t in tools if not t.get("defer_loading")),
             {str(t["name"]): _loaded(t) for t in tools},
+            tuple(t for t in tools if t.get("defer_loading")),
         )
 
 
@@ -95,7 +97,9 @@ def request_head(anchor: AnchoredHead, sent: Sent, head: Head) -> Head:
     tools as deferred, and the head's own deferred tools not declared yet), the current model
     and settings. Deferred tools bind nothing (provider rule 3), so the digests stay the
     anchored head's."""
-    tools = [*anchor.head.get("tools", ()), *sent.deferred]
+    tools = list(anchor.head.get("tools", ()))
+    names = {t.get("name") for t in tools}
+    tools += [t for t in sent.deferred if t.get("name") not in names]  # the anchor's are in
     names = {t.get("name") for t in tools}
     tools += [t for t in head.tools if t.get("defer_loading") and t.get("name") not in names]
     return Head(
@@ -139,11 +143,14 @@ def plan_change(sent: Sent, head: Head, *, inline_tools: bool) -> Change | bool 
         if name not in by_name or not _same(known[name], by_name[name]):
             blocks.append(_change("tool_removal", {"type": "tool_reference", "name": name}))
             active.remove(name)
+    loadable = {str(t["name"]): t for t in deferred}
     for tool in wanted:
         name = str(tool["name"])
         if name in active:
             continue
-        if name in known and _same(known[name], tool):
+        if name in loadable and _same(loadable[name], tool):
+            # a reference adds only a tool declared deferred (provider rule 17): one that was in
+            # ``tools`` loaded, or given inline, comes back inline
             ref: dict[str, Any] = {"type": "tool_reference", "name": name}
         elif name in known:
             if not inline_tools:

@@ -16,6 +16,7 @@ from ._fold import SUMMARY_KIND, answers_tools
 from ._host import CompileHost
 from ._render import Span, is_clean_start
 from ._selection import jump_anchor
+from ._strategies import Window
 
 READ_CHUNK = 512
 """Messages read per step when finding a window's start from the newest backwards."""
@@ -58,16 +59,49 @@ def cold_anchor(m: CompileHost, lineage: Lineage, base: int, limit: tuple[int, i
             break
     if tail <= cap:
         return base
+    started = made_at(m, newest_reply, spans, base, _start_cap(m, newest_reply, answered, cap))
+    if started is not None:
+        return started
+    anchor = jump_anchor(spans[::-1], limit[0])
+    return anchor if anchor is not None else base
+
+
+def _start_cap(
+    m: CompileHost, newest_reply: StoredMessage | None, answered: bool, cap: int
+) -> int | None:
+    """The cap a start where the newest reply was made must fit: none for an open round (it
+    goes out as recorded) or when the compile sheds before jumping (SPEC 7: start where the
+    newest reply was made, as the branch that made it would, shed, and jump only if that is
+    not enough; issue 28 item 2)."""
     open_round = (
         newest_reply is not None
         and answered
         and any(isinstance(b, ToolUseBlock) for b in newest_reply.content)
     )
-    started = made_at(m, newest_reply, spans, base, None if open_round else cap)
-    if started is not None:
-        return started
-    anchor = jump_anchor(spans[::-1], limit[0])
-    return anchor if anchor is not None else base
+    return None if open_round or sheds(m) else cap
+
+
+def sheds(m: CompileHost) -> bool:
+    """Whether pressure may shed thinking (binding on, and the strategy allows it)."""
+    strategy = m.strategy
+    return m.binding.binds and (not isinstance(strategy, Window) or strategy.shed_thinking)
+
+
+def open_round_start(m: CompileHost, lineage: Lineage, base: int) -> int | None:
+    """Where the newest reply's window started when its tool round is open, else ``None``.
+    One small read and one stamp read."""
+    newest = m.store.read(m.namespace, lineage, limit=READ_CHUNK, newest_first=True)
+    answered = True
+    for message in newest:
+        if message.sequence < base:
+            break
+        if message.role == "assistant":
+            if answered and any(isinstance(b, ToolUseBlock) for b in message.content):
+                return made_at(m, message, (), base, None)
+            return None
+        if message.role == "user":
+            answered = answered and answers_tools(message)
+    return None
 
 
 def made_at(
@@ -75,7 +109,7 @@ def made_at(
 ) -> int | None:
     """Where ``reply``'s window started (its stamp's ``start``), when that is a clean
     start at or after ``base`` and the tail from it fits ``cap`` (``None``: an open round's
-    reply, which goes out as recorded, VENDOR_RULES 6: a window does not jump mid-round,
+    reply, which goes out as recorded, provider rule 6: a window does not jump mid-round,
     so it starts where the reply was made whatever the cap; shedding still applies). A
     branch with no window start of its own (made at an earlier point, ``branch_at``) then
     starts where its newest reply was made, so that reply's thinking stays valid.

@@ -130,3 +130,30 @@ class Compactor:
             fallback=type(fallback).__name__,
         )
         self._host.strategy = fallback
+
+
+class Compacting:
+    """The facade's compaction methods (``ContextManager`` mixes this in)."""
+
+    _compactor: Compactor
+
+    def compaction_due(self) -> bool:
+        """The strategy is ``Compact`` and the branch's last request passed its trigger."""
+        return self._compactor.due()
+
+    def compact(self, client: Any) -> MessageId | None:
+        """Compact the branch now through a sync ``anthropic`` client: the last committing
+        compile's request is sent again as a compaction request (provider rule 23) and the
+        block stored as a ``compaction`` message, rendered first from the next compile on.
+        Returns its id, or ``None``: not at a boundary, or no block came back (history as
+        it was). Needs the ``Compact`` strategy.
+
+        Raises:
+            CompactionNotSupported: ``Compact(background=True)``.
+            anthropic.APIStatusError: the provider refused the request.
+        """
+        return self._compactor.compact(client)
+
+    async def compact_async(self, client: Any, *, call: Call | None = None) -> MessageId | None:
+        """``compact`` through an async client, or ``call(request)`` (the runtime's retries)."""
+        return await self._compactor.compact_async(client, call)

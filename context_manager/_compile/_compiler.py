@@ -97,6 +97,17 @@ __all__ = [
 ]
 
 
+INFLIGHT_CAUSES = {
+    "head": "a head or model change mid-round",
+    "prefix": "an earlier message changed mid-round",
+    "gap": "a thinking block before it was left out",
+    "unstamped": "it carries no stamp",
+    "released": "its thinking, or thinking before it, was released",
+    "shed": "thinking before it was shed",
+}
+"""What ``InFlightThinkingInvalid`` names as the cause, by why the first block fails."""
+
+
 class Compiler(WindowRenderer):
     """Compiles requests and records replies for one ``CompileHost``."""
 
@@ -297,6 +308,21 @@ class Compiler(WindowRenderer):
                 cache.render = cache.record = cache.steady = None
         self._binding_serial = serial
 
+    def _parent_compiled(self, key: str, anchored: AnchoredHead | None) -> bool:
+        """A fork or ``branch_at`` made after its parent's first committing compile: what it
+        inherits was reported there, so its own first compile is no ``first`` (SPEC 5: a loss
+        the parent told is not told again). The inherited anchored head shows the parent had
+        compiled by the fork point; without appended changes an ancestor's flag is taken."""
+        m = self.manager
+        segments = m.lineage(key)
+        if len(segments) < 2 or (m.binding.append_changes and anchored is None):
+            return False
+        # an ancestor's flag: a fork that inherited it may never write its own
+        return any(
+            m.store.binding_record(m.namespace, ancestor, releases=False).first_compiled
+            for ancestor, _ in segments[1:]
+        )
+
     def record_for(self, key: str) -> BindingRecord:
         """Branch ``key``'s binding record (read once, then kept in its cache)."""
         cache = self.cache(key)
@@ -304,7 +330,7 @@ class Compiler(WindowRenderer):
         if record is None:
             data = self.manager.store.binding_record(self.manager.namespace, key, releases=False)
             record = cache.record = BindingRecord(
-                data.first_compiled,
+                data.first_compiled or self._parent_compiled(key, data.anchored_head),
                 dict(data.releases),
                 data.anchor,
                 data.left_out,
@@ -408,7 +434,7 @@ class Compiler(WindowRenderer):
         put_back = frozenset(draft.inflight.put_back) if draft.inflight is not None else ()
         # sent as recorded now; reported once the round closes
         state.unreported = [e for e in state.unreported if (e.message_id, e.block) in put_back]
-        if put_back:
+        if put_back or draft.deferred:
             # the request differs from the render (the in-flight reply as recorded): the
             # next compile judges afresh, so what is reported once the round closes reads
             # the head of that compile, not this one's
@@ -504,7 +530,14 @@ class Compiler(WindowRenderer):
         inflight = restore_inflight(state, read, m.resolve_reasoning)
         if inflight is not None and not m.binding.drop_block:
             mid = inflight.put_back[0][0]
-            raise InFlightThinkingInvalid(mid, tuple(b for _, b in inflight.put_back))
+            why = state.left_out.get(inflight.put_back[0])
+            raise InFlightThinkingInvalid(
+                mid,
+                tuple(b for _, b in inflight.put_back),
+                INFLIGHT_CAUSES.get(
+                    why.reason if why is not None else "released", "a change mid-round"
+                ),
+            )
         return inflight
 
     def plan_fold(self, run: Run, state: RenderState, strategy: Fold) -> FoldRequest | None:

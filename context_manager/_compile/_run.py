@@ -152,6 +152,14 @@ class Run:
     steady: Steady | None
     """The branch's last unchanged append-only plan, when it still applies."""
     compile_id: str
+    head_tokens: int = 0
+    """What ``system`` and ``tools`` take of ``budget``: it caps the whole request (issue 28
+    item 11), so the messages get ``allowed``."""
+
+    @property
+    def allowed(self) -> int | None:
+        """The budget's share for the messages, or ``None`` without a budget."""
+        return None if self.budget is None else self.budget - self.head_tokens
 
 
 @attrs.frozen
@@ -172,6 +180,8 @@ class Draft:
     appended_before: bool = False
     """The render held an appended change before this compile's."""
     folded: bool = False
+    deferred: bool = False
+    """Releases recorded mid-round were held back (``_defer``): the render is not kept."""
     effects: Effects = Effects()
     inflight: Restored | None = None
     body: dict[str, Any] = attrs.field(factory=dict)

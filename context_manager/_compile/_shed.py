@@ -29,8 +29,39 @@ def plan_shed(
     """Which replies to shed, as ``{reply id: first thinking block index}``, oldest first.
 
     Sheds whole replies until their thinking's estimated tokens reach ``excess``, or no sent
-    thinking is left before the newest turn. O(rendered messages).
+    thinking is left before the newest turn. A block left out (not sent) before the first
+    block still sent goes with them: with nothing kept before it, it would be in order and put
+    back, and a block put back invalidates those made while it was gone (provider rule 4), so
+    the run shed is every thinking block before the first one kept. O(rendered messages).
     """
+    shed = _shed_sent(state, estimator, excess)
+    if not shed:
+        return shed
+    boundary = newest_turn_start(state.spans)
+    kept_from = min(
+        _first_kept_sequence(state, shed), float("inf") if boundary is None else boundary
+    )
+    for message_id, block in sorted(state.left_out):
+        sequence = state.sequences.get(message_id)
+        if (message_id, block) in state.unread or sequence is None or sequence >= kept_from:
+            continue
+        prior = shed.get(message_id)
+        shed[message_id] = block if prior is None else min(prior, block)
+    return shed
+
+
+def _first_kept_sequence(state: RenderState, shed: dict[MessageId, int]) -> float:
+    """The sequence of the first reply whose thinking is still sent once ``shed`` is shed."""
+    for entry in state.provenance:
+        for source in entry.sources:
+            if source.signatures and source.message_id not in shed:
+                return state.sequences.get(source.message_id, float("inf"))
+    return float("inf")
+
+
+def _shed_sent(
+    state: RenderState, estimator: Callable[[Any], int], excess: int
+) -> dict[MessageId, int]:
     if excess <= 0:
         return {}
     boundary = newest_turn_start(state.spans)

@@ -1,4 +1,4 @@
-"""Pressure, server-side context editing (VENDOR_RULES 29): the first budget step.
+"""Pressure, server-side context editing (provider rule 29): the first budget step.
 
 With ``ContextEditing.clear_tool_uses`` the API clears old tool results in its own copy of the
 request, so the later passes (fold, shed, jump) act only on what the edited request still needs:

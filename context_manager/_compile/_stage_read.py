@@ -42,6 +42,13 @@ def read_branch(engine: Engine, head: Head, budget: int | None, dry_run: bool) -
     if budget is not None and budget <= 0:
         raise InvalidValue(f"budget must be a positive token count, got {budget!r}")
     m = engine.manager
+    # the budget caps the whole request: what ``system`` and ``tools`` take is not the
+    # messages' (issue 28 item 11)
+    head_tokens = (
+        0
+        if budget is None
+        else int(m.estimator({"system": head.system, "tools": list(head.tools)}))
+    )
     key = m.current_branch_key()
     lineage = m.lineage()
     serial, since = engine.serials(key, lineage)
@@ -63,7 +70,8 @@ def read_branch(engine: Engine, head: Head, budget: int | None, dry_run: bool) -
         since=since,
         record=record,
         appends=m.binding.appends(head.model),
-        limit=window_limit(m.strategy, budget),
+        limit=window_limit(m.strategy, None if budget is None else budget - head_tokens),
         steady=steady,
         compile_id=f"cmp_{uuid.uuid4().hex[:16]}",
+        head_tokens=head_tokens,
     )

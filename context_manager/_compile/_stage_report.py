@@ -46,6 +46,7 @@ def report(run: Run, draft: Draft) -> Draft:
         ),
         left_out=left_out,
         snapshot=not put_back
+        and not draft.deferred
         and not rendered.repeat
         and (not rendered.snapshot or rendered.extended >= SNAPSHOT_REFRESH_MESSAGES),
     )

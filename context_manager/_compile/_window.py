@@ -22,7 +22,7 @@ from context_manager._store._protocol import Lineage, Release
 
 from . import _resident
 from ._branch import BindingRecord, CacheKey, WindowMemo, piece_bytes
-from ._cold import cold_anchor
+from ._cold import cold_anchor, open_round_start
 from ._compact import CompactRender, NotARender
 from ._compaction import COMPACTION_KIND, render_compaction
 from ._fold import SUMMARY_KIND, covers_upto
@@ -177,6 +177,10 @@ class WindowRenderer(SnapshotKeeper):
                 start = record.anchor
             else:
                 start = cold_anchor(self.manager, run.lineage, base, windowed)
+        elif start is None and record.anchor is not None and record.anchor > base:
+            # no window now, one before (a budget dropped): an open round's reply still goes
+            # out after what it was made with (provider rule 6; issue 28 item 4)
+            start = open_round_start(self.manager, run.lineage, base)
         start = max(base, start or 0)
         memo = self._read_window(run.key, run.lineage, start, run.serial)
         messages = memo.messages

@@ -147,7 +147,7 @@ def check_branch_name(name: object) -> str:
     return name
 
 
-def check_positive_int(value: object, what: str) -> int:
+def check_positive_int(value: object, what: str, *, unit: str = "int") -> int:
     """``value`` when it is an int above 0 (not a bool).
 
     Raises:
@@ -155,9 +155,9 @@ def check_positive_int(value: object, what: str) -> int:
         InvalidValue: 0 or less.
     """
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidType(f"{what} must be a positive int, got {value!r:.80}")
+        raise InvalidType(f"{what} must be a positive {unit} (an int), got {value!r:.80}")
     if value <= 0:
-        raise InvalidValue(f"{what} must be a positive int, got {value!r}")
+        raise InvalidValue(f"{what} must be a positive {unit}, got {value!r}")
     return value
 
 

@@ -122,12 +122,18 @@ class InFlightThinkingInvalid(ContextManagerError, ValueError):
     ``ThinkingBinding(drop_block=False)`` the provider would refuse it too.
     """
 
-    def __init__(self, message_id: str, blocks: tuple[int, ...]) -> None:
+    def __init__(
+        self,
+        message_id: str,
+        blocks: tuple[int, ...],
+        cause: str = "a head or model change mid-round",
+    ) -> None:
         self.message_id = message_id
         self.blocks = blocks
+        self.cause = cause
         super().__init__(
             f"the open tool round's reply {message_id} carries thinking blocks {list(blocks)} "
-            "that no longer verify (a head or model change mid-round), and it may not be altered; "
+            f"that no longer verify ({cause}), and it may not be altered; "
             "close the round under the head it started with, or use "
             "ThinkingBinding(drop_block=True) so the provider drops them"
         )

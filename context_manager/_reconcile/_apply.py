@@ -108,7 +108,7 @@ class ReconcileHost(Protocol):
 def unmarked(blocks: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """A framework's blocks without its ``cache_control`` markers, as stored: the compiler places
     the breakpoints, and a framework's markers (moved to its newest message on every call) would
-    pile up past the API's limit of four. Markers are never bound (VENDOR_RULES 2)."""
+    pile up past the API's limit of four. Markers are never bound (provider rule 2)."""
     return [strip_cache_control(dict(block)) for block in blocks]
 
 

@@ -14,22 +14,14 @@ ordering. Hazard: psycopg is an optional dependency, imported only when a store 
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import datetime as dt
 import json
-import os
-import socket
-import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
-
-import attrs
 
 from context_manager._model._checks import check_branch_name
 from context_manager._model._content import Block, blocks_from_wire
 from context_manager._model._errors import (
-    AgentBusy,
     BranchExists,
     BranchNotFound,
     MessageNotFound,
@@ -45,22 +37,20 @@ from context_manager._model._messages import (
     encode_message,
 )
 from context_manager._store._protocol import (
-    AnchoredHead,
-    BindingRecordData,
     BranchRecord,
     BranchRef,
     Lineage,
-    Release,
-    left_out_since,
 )
 from context_manager._store._read import check_limit, select_window
+from context_manager._store._rows import is_stamp
 from context_manager._store._sql import MESSAGE_COLUMNS, segment_queries
-from context_manager._store._sqlite import _RELEASE_COLUMNS, _is_stamp, _release
 
 from ._hold import Hold, holder_identity
-from ._postgres_hold import HoldConnections, PostgresHold, describe_holder
+from ._postgres_binding import PostgresBindingRecords
+from ._postgres_connection import _describe
+from ._postgres_hold import HoldConnections, PostgresHold
 from ._postgres_probe import probe_server
-from ._postgres_schema import LOCK_CLASS, open_versioned
+from ._postgres_schema import open_versioned
 
 if TYPE_CHECKING:
     import psycopg
@@ -73,22 +63,7 @@ log = library_logger("context_manager.store")
 INSTALL_HINT = "PostgresStore needs psycopg 3: pip install 'thinking-context-manager[postgres]'"
 
 
-@attrs.define
-class _Batch:
-    """A batch's pinned connection and the namespaces it already holds."""
-
-    conn: Connection
-    held: set[str] = attrs.field(factory=set)
-
-
-_BATCHES: contextvars.ContextVar[tuple[tuple[int, _Batch], ...]] = contextvars.ContextVar(
-    "context_manager_postgres_batches", default=()
-)
-"""The batches open in this thread or task, by store: a context variable, so another asyncio
-task or thread sharing the store never writes into a batch it did not open."""
-
-
-class PostgresStore:
+class PostgresStore(PostgresBindingRecords):
     """A durable ``Store`` on PostgreSQL, shared by many hosts.
 
     Args:
@@ -166,131 +141,6 @@ class PostgresStore:
             raise
         self._schema = str(schema[0] if schema else "")
         self._holds = _hold_connections(psycopg, target, self.where, connect_timeout)
-
-    def _configure(self, conn: Connection) -> None:
-        """A new pooled connection: autocommit, named after this host, with the lock timeout."""
-        conn.autocommit = True
-        name = conn.execute("SHOW application_name").fetchone()
-        if not (name and name[0]):
-            conn.execute(
-                "SELECT set_config('application_name', %s, false)",
-                (f"context-manager@{socket.gethostname()}:{os.getpid()}"[:63],),
-            )
-
-    # connections, transactions and the agent lock
-    def _batch(self) -> _Batch | None:
-        for owner, batch in _BATCHES.get():
-            if owner == id(self):
-                return batch
-        return None
-
-    @contextlib.contextmanager
-    def _connection(self) -> Iterator[Connection]:
-        """The open batch's connection, or one from the pool; server failures are mapped."""
-        batch = self._batch()
-        if batch is not None:
-            with self._mapped():
-                yield batch.conn
-            return
-        with self._mapped(), self._pool.connection(timeout=self.connect_timeout) as conn:
-            conn.autocommit = True
-            yield conn
-
-    @contextlib.contextmanager
-    def _mapped(self) -> Iterator[None]:
-        """Turn a lost server into ``StoreUnavailable`` and clear the pool of dead connections."""
-        psycopg = self._psycopg
-        import psycopg_pool
-
-        try:
-            yield
-        except (psycopg.OperationalError, psycopg.InterfaceError) as err:
-            if self._batch() is None:
-                self._pool.check()  # discard every idle connection the server dropped
-            raise StoreUnavailable(self.where, _first_line(err)) from err
-        except psycopg_pool.PoolTimeout as err:
-            why = f"no connection within {self.connect_timeout:g} s"
-            raise StoreUnavailable(self.where, why) from err
-
-    def _timeout_ms(self) -> int:
-        return max(1, round(self.lock_timeout * 1000))
-
-    @contextlib.contextmanager
-    def _write(self, namespace: str) -> Iterator[Connection]:
-        """One all-or-nothing write holding ``namespace``'s lock (a savepoint inside a batch)."""
-        with self._connection() as conn:
-            batch = self._batch()
-            if batch is not None:
-                self._hold(conn, namespace, batch)
-                with conn.transaction():
-                    yield conn
-                return
-            with conn.transaction():
-                conn.execute(f"SET LOCAL lock_timeout = {self._timeout_ms()}")
-                self._lock(conn, namespace)
-                yield conn
-
-    @contextlib.contextmanager
-    def _reading(self, namespace: str) -> Iterator[Connection]:
-        """A connection to read ``namespace``; inside a batch the read holds the agent too."""
-        with self._connection() as conn:
-            batch = self._batch()
-            if batch is not None:
-                self._hold(conn, namespace, batch)
-            yield conn
-
-    def _hold(self, conn: Connection, namespace: str, batch: _Batch) -> None:
-        if namespace not in batch.held:
-            self._lock(conn, namespace)
-            batch.held.add(namespace)
-
-    def _key(self, namespace: str) -> int:
-        return zlib.crc32(f"{self._schema}\0{namespace}".encode()) & 0x7FFFFFFF
-
-    def _lock(self, conn: Connection, namespace: str) -> None:
-        """Take ``namespace``'s advisory lock until the transaction ends, or raise ``AgentBusy``."""
-        key = self._key(namespace)
-        row = conn.execute("SELECT pg_try_advisory_xact_lock(%s, %s)", (LOCK_CLASS, key)).fetchone()
-        if row and row[0]:
-            return
-        try:
-            with conn.transaction():  # a savepoint: a timeout leaves the outer transaction usable
-                conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, key))
-        except self._psycopg.errors.LockNotAvailable as err:
-            holder = describe_holder(conn, LOCK_CLASS, key, hold=False)
-            log.warning("agent_busy", namespace=namespace, holder=holder)
-            raise AgentBusy(namespace, holder, self.lock_timeout) from err
-
-    @contextlib.contextmanager
-    def batch(self) -> Iterator[None]:
-        """One transaction: many writes, one commit, and the touched agents held until it ends.
-
-        Every namespace the batch reads or writes is locked at first touch (waiting up to
-        ``lock_timeout`` for another host), so a round written inside it (a compile, the reply,
-        the tool results) never interleaves with another host's. Each write inside stays
-        all-or-nothing; the batch commits when the block ends, or rolls back whole if it raises.
-        Other threads and tasks use their own connections meanwhile. A nested batch is a
-        savepoint.
-
-        Raises:
-            AgentBusy: another host held an agent past ``lock_timeout``.
-            StoreUnavailable: the server went away; nothing of the batch was committed.
-        """
-        outer = self._batch()
-        if outer is not None:
-            with self._mapped(), outer.conn.transaction():
-                yield
-            return
-        with self._mapped(), self._pool.connection(timeout=self.connect_timeout) as conn:
-            conn.autocommit = True
-            batch = _Batch(conn)
-            token = _BATCHES.set((*_BATCHES.get(), (id(self), batch)))
-            try:
-                with conn.transaction():
-                    conn.execute(f"SET LOCAL lock_timeout = {self._timeout_ms()}")
-                    yield
-            finally:
-                _BATCHES.reset(token)
 
     def hold(
         self, namespace: str, *, timeout: float | None = None, holder: str | None = None
@@ -674,7 +524,7 @@ class PostgresStore:
                 value = json.loads(stamp)
             except (TypeError, ValueError):
                 value = None
-            if _is_stamp(value):
+            if is_stamp(value):
                 out[mid] = value
             else:  # a corrupt stamp reads as no stamp: the reply's thinking is never sent
                 log.warning("stamp_unreadable", namespace=namespace, message_id=mid)
@@ -688,173 +538,12 @@ class PostgresStore:
             ).fetchall()
         return [r[0] for r in rows]
 
-    # binding record
-    def binding_record(
-        self, namespace: str, branch: str, *, releases: bool = True
-    ) -> BindingRecordData:
-        with self._reading(namespace) as conn:
-            state = conn.execute(
-                "SELECT first_compiled, anchor FROM branch_state WHERE ns = %s AND branch = %s",
-                (namespace, branch),
-            ).fetchone()
-            rows = (
-                conn.execute(
-                    f"SELECT {_RELEASE_COLUMNS} FROM releases WHERE ns = %s AND branch = %s",
-                    (namespace, branch),
-                ).fetchall()
-                if releases
-                else []
-            )
-            left = conn.execute(
-                "SELECT message_id, block FROM left_out WHERE ns = %s AND branch = %s",
-                (namespace, branch),
-            ).fetchall()
-            head = conn.execute(
-                "SELECT at_seq, head FROM anchored_heads WHERE ns = %s AND branch = %s "
-                "ORDER BY at_seq DESC LIMIT 1",
-                (namespace, branch),
-            ).fetchone()
-        return BindingRecordData(
-            first_compiled=bool(state and state[0]),
-            releases={r[0]: _release(r) for r in rows},
-            anchor=None if state is None or state[1] is None else int(state[1]),
-            left_out=frozenset((r[0], int(r[1])) for r in left),
-            anchored_head=None if head is None else AnchoredHead.from_json(head[0], head[1]),
-        )
-
-    def releases(
-        self, namespace: str, branch: str, message_ids: Sequence[MessageId]
-    ) -> dict[MessageId, Release]:
-        ids = list(message_ids)
-        if not ids:
-            return {}
-        with self._reading(namespace) as conn:
-            rows = conn.execute(
-                f"SELECT {_RELEASE_COLUMNS} FROM releases WHERE ns = %s AND branch = %s "
-                "AND message_id = ANY(%s)",
-                (namespace, branch, ids),
-            ).fetchall()
-        return {r[0]: _release(r) for r in rows}
-
-    def commit_binding(
-        self,
-        namespace: str,
-        branch: str,
-        *,
-        first_compiled: bool,
-        releases: Sequence[tuple[MessageId, int]],
-        reported: Sequence[MessageId],
-        anchor: int | None = None,
-        left_out: Sequence[tuple[MessageId, int]] | None = None,
-        at_sequence: int | None = None,
-        anchored_head: AnchoredHead | None = None,
-    ) -> None:
-        with self._write(namespace) as conn, conn.cursor() as cursor:
-            _bump_binding(cursor, namespace)
-            if anchored_head is not None:
-                cursor.execute(
-                    "INSERT INTO anchored_heads (ns, branch, at_seq, head) "
-                    "VALUES (%s, %s, %s, %s) ON CONFLICT (ns, branch, at_seq) DO UPDATE SET "
-                    "head = excluded.head",
-                    (namespace, branch, anchored_head.at_sequence, anchored_head.to_json()),
-                )
-            if left_out is not None:
-                cursor.execute(
-                    "SELECT message_id, block, at_seq FROM left_out WHERE ns = %s AND branch = %s",
-                    (namespace, branch),
-                )
-                since = {(row[0], int(row[1])): row[2] for row in cursor.fetchall()}
-                cursor.execute(
-                    "DELETE FROM left_out WHERE ns = %s AND branch = %s", (namespace, branch)
-                )
-                if left_out:
-                    cursor.executemany(
-                        "INSERT INTO left_out (ns, branch, message_id, block, at_seq) "
-                        "VALUES (%s, %s, %s, %s, %s)",
-                        [
-                            (
-                                namespace,
-                                branch,
-                                mid,
-                                int(block),
-                                left_out_since(since, mid, block, at_sequence),
-                            )
-                            for mid, block in left_out
-                        ],
-                    )
-            if first_compiled or anchor is not None:
-                cursor.execute(
-                    "INSERT INTO branch_state (ns, branch, first_compiled, anchor) "
-                    "VALUES (%s, %s, %s, %s) ON CONFLICT (ns, branch) DO UPDATE SET "
-                    "first_compiled = branch_state.first_compiled OR excluded.first_compiled, "
-                    "anchor = coalesce(excluded.anchor, branch_state.anchor)",
-                    (namespace, branch, first_compiled, anchor),
-                )
-            if releases:
-                cursor.executemany(
-                    "INSERT INTO releases (ns, branch, message_id, from_block, reported, at_seq) "
-                    "VALUES (%s, %s, %s, %s, true, %s) ON CONFLICT (ns, branch, message_id) DO "
-                    "UPDATE SET at_seq = CASE WHEN excluded.from_block < releases.from_block "
-                    "THEN excluded.at_seq ELSE releases.at_seq END, "
-                    "from_block = least(releases.from_block, excluded.from_block), "
-                    "reported = true",
-                    [(namespace, branch, mid, block, at_sequence) for mid, block in releases],
-                )
-                cursor.executemany(
-                    "INSERT INTO release_history (ns, branch, message_id, from_block, at_seq) "
-                    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                    [(namespace, branch, mid, block, at_sequence) for mid, block in releases],
-                )
-            if reported:
-                cursor.execute(
-                    "UPDATE releases SET reported = true "
-                    "WHERE ns = %s AND branch = %s AND message_id = ANY(%s)",
-                    (namespace, branch, list(reported)),
-                )
-
-    def add_release(
-        self,
-        namespace: str,
-        branch: str,
-        message_id: MessageId,
-        from_block: int,
-        *,
-        at_sequence: int | None = None,
-    ) -> None:
-        with self._write(namespace) as conn:
-            _bump_binding(conn, namespace)
-            conn.execute(
-                "INSERT INTO releases (ns, branch, message_id, from_block, reported, at_seq) "
-                "VALUES (%s, %s, %s, %s, false, %s) ON CONFLICT (ns, branch, message_id) "
-                "DO UPDATE SET at_seq = excluded.at_seq, "
-                "reported_from = CASE WHEN releases.reported THEN releases.from_block "
-                "ELSE releases.reported_from END, "
-                "from_block = excluded.from_block, reported = false "
-                "WHERE excluded.from_block < releases.from_block",
-                (namespace, branch, message_id, from_block, at_sequence),
-            )
-            conn.execute(
-                "INSERT INTO release_history (ns, branch, message_id, from_block, at_seq) "
-                "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                (namespace, branch, message_id, from_block, at_sequence),
-            )
-
     def close(self) -> None:
         """Close the pool this store opened (a pool passed in is the caller's to close), and
         the idle hold connections."""
         self._holds.close()
         if self._owns_pool:
             self._pool.close()
-
-
-def _bump_binding(conn: Connection | psycopg.Cursor[tuple[Any, ...]], namespace: str) -> None:
-    """Count one binding-record write of ``namespace`` (inside the write's transaction, under
-    the agent's lock)."""
-    conn.execute(
-        "INSERT INTO binding_serials (ns, serial) VALUES (%s, 1) "
-        "ON CONFLICT (ns) DO UPDATE SET serial = binding_serials.serial + 1",
-        (namespace,),
-    )
 
 
 def _hold_connections(
@@ -872,24 +561,6 @@ def _hold_connections(
     conninfo, kwargs = (x() if callable(x) else x for x in source)
     kwargs = {"connect_timeout": max(1, round(timeout)), **(kwargs or {})}
     return HoldConnections(psycopg, str(conninfo), kwargs, where)
-
-
-def _describe(psycopg: Any, conninfo: str) -> str:
-    """``conninfo`` for messages, without its password."""
-    try:
-        parts = psycopg.conninfo.conninfo_to_dict(conninfo)
-    except psycopg.ProgrammingError:
-        return "postgresql (unparsable connection string)"
-    user = parts.get("user") or ""
-    host = parts.get("host") or "localhost"
-    port = parts.get("port") or 5432
-    database = parts.get("dbname") or user
-    return f"postgresql://{user}{'@' if user else ''}{host}:{port}/{database}"
-
-
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip() or type(err).__name__
-    return text.splitlines()[0]
 
 
 def _branch(row: Sequence[Any], *, deleted: bool = False) -> BranchRecord:

@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from context_manager._model._errors import InvalidValue
 from context_manager._model._log import library_logger
 
 from ._postgres import PostgresStore
@@ -44,7 +45,7 @@ def notify(store: PostgresStore, channel: str, payloads: Sequence[str]) -> None:
     """
     for payload in payloads:
         if len(payload.encode("utf-8")) > NOTIFY_MAX:
-            raise ValueError(f"a NOTIFY payload is at most {NOTIFY_MAX} bytes; split it")
+            raise InvalidValue(f"a NOTIFY payload is at most {NOTIFY_MAX} bytes; split it")
     with store._connection() as conn:
         for payload in payloads:
             conn.execute("SELECT pg_notify(%s, %s)", (channel, payload))

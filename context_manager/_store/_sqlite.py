@@ -41,16 +41,14 @@ from ._hold import (
     holder_identity,
 )
 from ._protocol import (
-    AnchoredHead,
-    BindingRecordData,
     BranchRecord,
     BranchRef,
     Lineage,
-    Release,
-    left_out_since,
 )
 from ._read import check_limit, select_window
+from ._rows import branch_from_row, is_stamp
 from ._sql import MESSAGE_COLUMNS, segment_queries
+from ._sqlite_binding import SQLiteBindingRecords
 from ._sqlite_file import (
     BUSY_TIMEOUT_SECONDS,
     busy_guard,
@@ -58,95 +56,14 @@ from ._sqlite_file import (
     open_versioned,
     transaction,
 )
+from ._sqlite_schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION, SQL_VARIABLES_PER_QUERY
 
-APPLICATION_ID = 0x434D4752
-"""``PRAGMA application_id`` marking a file as ours ("CMGR")."""
-
-MIGRATIONS: tuple[str, ...] = (
-    # 1: the initial schema.
-    """
-    CREATE TABLE counter (value INTEGER NOT NULL);
-    INSERT INTO counter (value) VALUES (0);
-    CREATE TABLE namespaces (name TEXT PRIMARY KEY, current_branch TEXT);
-    CREATE TABLE branches (
-        id TEXT PRIMARY KEY, ns TEXT NOT NULL, name TEXT NOT NULL, created INTEGER NOT NULL,
-        parent TEXT, fork_sequence INTEGER, deleted INTEGER NOT NULL DEFAULT 0);
-    CREATE INDEX branches_by_ns ON branches (ns, deleted, name);
-    CREATE TABLE messages (
-        seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, ns TEXT NOT NULL,
-        branch TEXT NOT NULL, role TEXT NOT NULL, content TEXT NOT NULL, meta TEXT NOT NULL,
-        kind TEXT, created_at TEXT NOT NULL, stamp TEXT);
-    CREATE INDEX messages_by_branch ON messages (ns, branch, seq);
-    CREATE TABLE revisions (
-        ns TEXT NOT NULL, message_id TEXT NOT NULL, content TEXT NOT NULL,
-        replaced_at TEXT NOT NULL);
-    CREATE TABLE changes (serial INTEGER PRIMARY KEY AUTOINCREMENT, ns TEXT NOT NULL,
-        seq INTEGER NOT NULL);
-    CREATE INDEX changes_by_ns ON changes (ns, serial);
-    CREATE TABLE signatures (ns TEXT NOT NULL, sig TEXT NOT NULL, message_id TEXT NOT NULL);
-    CREATE INDEX signatures_by_sig ON signatures (ns, sig);
-    CREATE TABLE branch_state (ns TEXT NOT NULL, branch TEXT NOT NULL,
-        first_compiled INTEGER NOT NULL, PRIMARY KEY (ns, branch));
-    CREATE TABLE releases (ns TEXT NOT NULL, branch TEXT NOT NULL, message_id TEXT NOT NULL,
-        from_block INTEGER NOT NULL, reported INTEGER NOT NULL,
-        PRIMARY KEY (ns, branch, message_id));
-    """,
-    # 2: windowed renders keep their start across reopen.
-    """
-    ALTER TABLE branch_state ADD COLUMN anchor INTEGER;
-    """,
-    # 3: finding a kind (the latest fold summary, notices) reads O(found), not O(history).
-    # Partial: most messages have no kind, so the index stays small.
-    """
-    CREATE INDEX IF NOT EXISTS messages_by_kind ON messages (ns, branch, kind, seq)
-        WHERE kind IS NOT NULL;
-    """,
-    # 4: a lower release pending over an earlier reported one remembers where that one began.
-    """
-    ALTER TABLE releases ADD COLUMN reported_from INTEGER;
-    """,
-    # 5: what the last committing compile left out without releasing (binding v2, SPEC 7).
-    """
-    CREATE TABLE left_out (ns TEXT NOT NULL, branch TEXT NOT NULL, message_id TEXT NOT NULL,
-        block INTEGER NOT NULL, PRIMARY KEY (ns, branch, message_id, block));
-    ALTER TABLE releases ADD COLUMN at_seq INTEGER;
-    """,
-    # 6: the anchored head of each branch, one row per re-anchoring (append-only, SPEC 7b).
-    """
-    CREATE TABLE anchored_heads (ns TEXT NOT NULL, branch TEXT NOT NULL, at_seq INTEGER NOT NULL,
-        head TEXT NOT NULL, PRIMARY KEY (ns, branch, at_seq));
-    """,
-    # 7: the sequence each block was first left out at, so a branch made at an earlier point
-    # inherits the left-out set as of its fork point only (SPEC 5); NULL: before this version.
-    """
-    ALTER TABLE left_out ADD COLUMN at_seq INTEGER;
-    """,
-    # 8: every block a release started at, with its sequence, so a branch made between two
-    # releases of one reply inherits the earlier one (SPEC 5).
-    """
-    CREATE TABLE release_history (ns TEXT NOT NULL, branch TEXT NOT NULL,
-        message_id TEXT NOT NULL, from_block INTEGER NOT NULL, at_seq INTEGER,
-        PRIMARY KEY (ns, branch, message_id, from_block));
-    INSERT INTO release_history (ns, branch, message_id, from_block, at_seq)
-        SELECT ns, branch, message_id, from_block, at_seq FROM releases;
-    """,
-    # 9: how many binding-record writes each agent has had, so a process that keeps a render
-    # sees another process's releases and reports (``serials``).
-    """
-    CREATE TABLE binding_serials (ns TEXT PRIMARY KEY, serial INTEGER NOT NULL);
-    """,
-    # 10: each branch's render snapshot (derived: a compile restores it instead of rendering).
-    """
-    CREATE TABLE renders (ns TEXT NOT NULL, branch TEXT NOT NULL, header TEXT NOT NULL,
-        blob BLOB NOT NULL, PRIMARY KEY (ns, branch));
-    """,
-)
-SCHEMA_VERSION = len(MIGRATIONS)
+__all__ = ["APPLICATION_ID", "MIGRATIONS", "SCHEMA_VERSION", "SQLiteStore"]
 
 log = library_logger("context_manager.store")
 
 
-class SQLiteStore:
+class SQLiteStore(SQLiteBindingRecords):
     """A durable ``Store`` in one SQLite file (``":memory:"`` works too, for experiments)."""
 
     def __init__(
@@ -328,7 +245,7 @@ class SQLiteStore:
             if row is None:
                 raise BranchNotFound(name, [b.ref.name for b in self.branches(namespace)])
             db.execute("UPDATE branches SET deleted = 1 WHERE id = ?", (row[0],))
-            gone = _branch(row, deleted=True)
+            gone = branch_from_row(row, deleted=True)
             db.execute(  # derived data: a deleted branch is never rendered again
                 "DELETE FROM renders WHERE ns = ? AND branch = ?", (namespace, gone.key)
             )
@@ -340,7 +257,7 @@ class SQLiteStore:
             "WHERE ns = ? AND deleted = 0 ORDER BY created",
             (namespace,),
         )
-        return [_branch(r) for r in rows]
+        return [branch_from_row(r) for r in rows]
 
     def branch_by_key(self, namespace: str, key: str) -> BranchRecord:
         branch_id, _, created = key.partition("@")
@@ -351,7 +268,7 @@ class SQLiteStore:
         )
         if not rows or str(rows[0][2]) != created:
             raise BranchNotFound(key, [b.ref.name for b in self.branches(namespace)])
-        return _branch(rows[0][:5], deleted=bool(rows[0][5]))
+        return branch_from_row(rows[0][:5], deleted=bool(rows[0][5]))
 
     def current_branch_name(self, namespace: str) -> str | None:
         rows = self._query("SELECT current_branch FROM namespaces WHERE name = ?", (namespace,))
@@ -528,8 +445,8 @@ class SQLiteStore:
     ) -> dict[MessageId, dict[str, Any]]:
         out: dict[MessageId, dict[str, Any]] = {}
         ids = list(message_ids)
-        for start in range(0, len(ids), _SQL_VARIABLES_PER_QUERY):
-            chunk = ids[start : start + _SQL_VARIABLES_PER_QUERY]
+        for start in range(0, len(ids), SQL_VARIABLES_PER_QUERY):
+            chunk = ids[start : start + SQL_VARIABLES_PER_QUERY]
             marks = ",".join("?" * len(chunk))
             rows = self._query(
                 # ``+ns``: look ids up by their unique index; with a plain ``ns = ?`` SQLite
@@ -543,7 +460,7 @@ class SQLiteStore:
                     value = json.loads(stamp)
                 except (TypeError, ValueError):
                     value = None
-                if _is_stamp(value):
+                if is_stamp(value):
                     out[mid] = value
                 else:  # a corrupt stamp reads as no stamp: the reply's thinking is never sent
                     log.warning("stamp_unreadable", namespace=namespace, message_id=mid)
@@ -557,201 +474,10 @@ class SQLiteStore:
         return [r[0] for r in rows]
 
     # binding record
-    def binding_record(
-        self, namespace: str, branch: str, *, releases: bool = True
-    ) -> BindingRecordData:
-        state = self._query(
-            "SELECT first_compiled, anchor FROM branch_state WHERE ns = ? AND branch = ?",
-            (namespace, branch),
-        )
-        rows = (
-            self._query(
-                f"SELECT {_RELEASE_COLUMNS} FROM releases WHERE ns = ? AND branch = ?",
-                (namespace, branch),
-            )
-            if releases
-            else []
-        )
-        return BindingRecordData(
-            first_compiled=bool(state and state[0][0]),
-            releases={r[0]: _release(r) for r in rows},
-            anchor=None if not state or state[0][1] is None else int(state[0][1]),
-            left_out=frozenset(
-                (r[0], int(r[1]))
-                for r in self._query(
-                    "SELECT message_id, block FROM left_out WHERE ns = ? AND branch = ?",
-                    (namespace, branch),
-                )
-            ),
-            anchored_head=next(
-                (
-                    AnchoredHead.from_json(r[0], r[1])
-                    for r in self._query(
-                        "SELECT at_seq, head FROM anchored_heads WHERE ns = ? AND branch = ? "
-                        "ORDER BY at_seq DESC LIMIT 1",
-                        (namespace, branch),
-                    )
-                ),
-                None,
-            ),
-        )
-
-    def releases(
-        self, namespace: str, branch: str, message_ids: Sequence[MessageId]
-    ) -> dict[MessageId, Release]:
-        out: dict[MessageId, Release] = {}
-        ids = list(message_ids)
-        for start in range(0, len(ids), _SQL_VARIABLES_PER_QUERY):
-            chunk = ids[start : start + _SQL_VARIABLES_PER_QUERY]
-            marks = ",".join("?" * len(chunk))
-            for row in self._query(
-                f"SELECT {_RELEASE_COLUMNS} FROM releases WHERE ns = ? AND branch = ? "
-                f"AND message_id IN ({marks})",
-                [namespace, branch, *chunk],
-            ):
-                out[row[0]] = _release(row)
-        return out
-
-    def commit_binding(
-        self,
-        namespace: str,
-        branch: str,
-        *,
-        first_compiled: bool,
-        releases: Sequence[tuple[MessageId, int]],
-        reported: Sequence[MessageId],
-        anchor: int | None = None,
-        left_out: Sequence[tuple[MessageId, int]] | None = None,
-        at_sequence: int | None = None,
-        anchored_head: AnchoredHead | None = None,
-    ) -> None:
-        with self._transaction() as db:
-            _bump_binding(db, namespace)
-            if anchored_head is not None:
-                db.execute(
-                    "INSERT INTO anchored_heads (ns, branch, at_seq, head) VALUES (?, ?, ?, ?) "
-                    "ON CONFLICT (ns, branch, at_seq) DO UPDATE SET head = excluded.head",
-                    (namespace, branch, anchored_head.at_sequence, anchored_head.to_json()),
-                )
-            if left_out is not None:
-                since = {
-                    (row[0], int(row[1])): row[2]
-                    for row in db.execute(
-                        "SELECT message_id, block, at_seq FROM left_out "
-                        "WHERE ns = ? AND branch = ?",
-                        (namespace, branch),
-                    )
-                }
-                db.execute("DELETE FROM left_out WHERE ns = ? AND branch = ?", (namespace, branch))
-                db.executemany(
-                    "INSERT INTO left_out (ns, branch, message_id, block, at_seq) "
-                    "VALUES (?, ?, ?, ?, ?)",
-                    [
-                        (namespace, branch, mid, int(b), left_out_since(since, mid, b, at_sequence))
-                        for mid, b in left_out
-                    ],
-                )
-            if first_compiled or anchor is not None:
-                db.execute(
-                    "INSERT INTO branch_state (ns, branch, first_compiled, anchor) "
-                    "VALUES (?, ?, ?, ?) ON CONFLICT (ns, branch) DO UPDATE SET "
-                    "first_compiled = max(first_compiled, excluded.first_compiled), "
-                    "anchor = coalesce(excluded.anchor, anchor)",
-                    (namespace, branch, int(first_compiled), anchor),
-                )
-            db.executemany(
-                "INSERT INTO releases (ns, branch, message_id, from_block, reported, at_seq) "
-                "VALUES (?, ?, ?, ?, 1, ?) ON CONFLICT (ns, branch, message_id) DO UPDATE SET "
-                "at_seq = CASE WHEN excluded.from_block < from_block THEN excluded.at_seq "
-                "ELSE at_seq END, "
-                "from_block = min(from_block, excluded.from_block), reported = 1",
-                [(namespace, branch, mid, block, at_sequence) for mid, block in releases],
-            )
-            db.executemany(
-                "INSERT INTO release_history (ns, branch, message_id, from_block, at_seq) "
-                "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                [(namespace, branch, mid, block, at_sequence) for mid, block in releases],
-            )
-            db.executemany(
-                "UPDATE releases SET reported = 1 WHERE ns = ? AND branch = ? AND message_id = ?",
-                [(namespace, branch, mid) for mid in reported],
-            )
-
-    def add_release(
-        self,
-        namespace: str,
-        branch: str,
-        message_id: MessageId,
-        from_block: int,
-        *,
-        at_sequence: int | None = None,
-    ) -> None:
-        with self._transaction() as db:
-            _bump_binding(db, namespace)
-            db.execute(
-                "INSERT INTO releases (ns, branch, message_id, from_block, reported, at_seq) "
-                "VALUES (?, ?, ?, ?, 0, ?) ON CONFLICT (ns, branch, message_id) DO UPDATE SET "
-                "at_seq = excluded.at_seq, "
-                "reported_from = CASE WHEN releases.reported = 1 THEN releases.from_block "
-                "ELSE releases.reported_from END, "
-                "from_block = excluded.from_block, reported = 0 "
-                "WHERE excluded.from_block < releases.from_block",
-                (namespace, branch, message_id, from_block, at_sequence),
-            )
-            db.execute(
-                "INSERT INTO release_history (ns, branch, message_id, from_block, at_seq) "
-                "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                (namespace, branch, message_id, from_block, at_sequence),
-            )
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
-
-
-def _bump_binding(db: sqlite3.Connection, namespace: str) -> None:
-    """Count one binding-record write of ``namespace`` (inside the write's transaction)."""
-    db.execute(
-        "INSERT INTO binding_serials (ns, serial) VALUES (?, 1) "
-        "ON CONFLICT (ns) DO UPDATE SET serial = serial + 1",
-        (namespace,),
-    )
-
-
-def _is_stamp(value: Any) -> bool:
-    """The shape ``record_reply`` writes: ``{"head": {...}, "seals": {...}, ...}``."""
-    return (
-        isinstance(value, dict)
-        and isinstance(value.get("head"), dict)
-        and isinstance(value.get("seals"), dict)
-    )
-
-
-_SQL_VARIABLES_PER_QUERY = 500
-"""Well under SQLite's host-parameter limit (999 on old builds)."""
-
-
-_RELEASE_COLUMNS = "message_id, from_block, reported, reported_from, at_seq"
-
-
-def _release(row: Sequence[Any]) -> Release:
-    return Release(
-        row[0],
-        int(row[1]),
-        bool(row[2]),
-        None if row[3] is None else int(row[3]),
-        None if row[4] is None else int(row[4]),
-    )
-
-
-def _branch(row: Sequence[Any], *, deleted: bool = False) -> BranchRecord:
-    branch_id, name, created, parent, fork_sequence = row
-    return BranchRecord(
-        ref=BranchRef(id=branch_id, name=name, created=int(created)),
-        parent=parent,
-        fork_sequence=fork_sequence,
-        deleted=deleted,
-    )
 
 
 _PLAIN_META = json.dumps(MessageMeta().to_json())

@@ -73,6 +73,10 @@ def call_kwargs(
     for key, value in request.items():
         if key in ("betas", "extra_body"):
             continue
+        if key == "extra_body":  # the fields the SDK names no keyword for (``sdk_request``)
+            if keep_unknown:
+                extra.update(value)
+            continue
         if key in names:
             kwargs[key] = value
         elif keep_unknown:

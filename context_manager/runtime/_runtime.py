@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import anthropic
 
 from context_manager._manager import ContextManager, TracerProviderOption
-from context_manager._model._errors import AgentNotFound, InvalidValue
+from context_manager._model._errors import AgentNotFound, InvalidType, InvalidValue
 from context_manager._model._log import library_logger
 from context_manager._model._messages import MessageId, StoredMessage
 from context_manager._model._results import ThinkingStrip
@@ -215,7 +215,7 @@ class Runtime:
                 there shows the durable view only).
         """
         if not isinstance(self.store, PostgresStore):
-            raise TypeError(
+            raise InvalidType(
                 f"publish_reasoning needs a PostgresStore, not {type(self.store).__name__}; "
                 "serve the console from this runtime instead (Runtime.serve)"
             )

@@ -20,6 +20,7 @@ from ._api import (
     THINKING_MISMATCH_ALLOWED,
     TOOL_CHANGES_BETA,
 )
+from ._call import Call
 from ._compaction import COMPACTION_BETA
 from ._editing import CLEARED_RESULT, EDITING_BETA, THRESHOLD_BETA
 from ._errors import InvalidRequest, NotFound, ScriptFailed, SimulatedApiError
@@ -32,7 +33,7 @@ from ._models import (
 )
 from ._reply import Script, default_script
 from ._server import SimulatorServer
-from ._simulator import BASE_URL, DEFAULT_KEY, DEFAULT_ORGANIZATION, Call, Simulator
+from ._simulator import BASE_URL, DEFAULT_KEY, DEFAULT_ORGANIZATION, Simulator
 from ._summarize import COMPACTION_MODELS
 from ._transport import SimulatorTransport
 from ._verify import BlockCheck

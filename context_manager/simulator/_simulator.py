@@ -23,6 +23,7 @@ from context_manager import InvalidValue, library_logger
 
 from ._api import BINDING_BETA, DROP_MODE, MESSAGES_PATH, PREFIX_MISMATCH, SIGNED_TYPES
 from ._cache import DEFAULT_MIN_TOKENS, PromptCache
+from ._call import Call
 from ._compaction import CompactionLedger
 from ._count import COUNT_PATH, answer_count, count_input, items
 from ._errors import InvalidRequest, NotFound, SimulatedApiError
@@ -79,30 +80,6 @@ def _with_families(base: Readability, families: Mapping[str, str]) -> Readabilit
         return same or base(reader, producer)
 
     return readable
-
-
-@attrs.frozen
-class Call:
-    """One answered request.
-
-    Attributes:
-        request: the parsed request body, as received.
-        betas: the names in its ``anthropic-beta`` header, sorted.
-        status: the HTTP status answered.
-        response: the reply message, or the error body.
-        stream: the request asked for a stream.
-        dropped: the blocks removed, in request order.
-        unoffered_calls: names of tools the reply called that were not offered at that point
-            (removed by a ``tool_removal``, deferred and never added, or not declared).
-    """
-
-    request: dict[str, Any]
-    betas: tuple[str, ...]
-    status: int
-    response: dict[str, Any]
-    stream: bool
-    dropped: tuple[BlockCheck, ...] = ()
-    unoffered_calls: tuple[str, ...] = ()
 
 
 class Simulator:

@@ -58,20 +58,26 @@ class ToolSet:
 
     known: dict[str, dict[str, Any]]
     active: list[str]
+    deferred: frozenset[str] = frozenset()
+    """The names ``tools`` declares with ``defer_loading: true``: the only ones a
+    ``tool_reference`` may add (provider rule 17; adding any other by reference is undocumented)."""
 
     @classmethod
     def start(cls, tools: Any) -> ToolSet:
         """The set before any message: every ``tools`` entry except deferred ones."""
         known: dict[str, dict[str, Any]] = {}
         active: list[str] = []
+        deferred: set[str] = set()
         for tool in tools if isinstance(tools, list) else []:
             name = tool_name(tool)
             if name is None:
                 continue
             known[name] = tool
-            if not is_deferred(tool):
+            if is_deferred(tool):
+                deferred.add(name)
+            else:
                 active.append(name)
-        return cls(known, active)
+        return cls(known, active, frozenset(deferred))
 
     def offered(self) -> list[dict[str, Any]]:
         """The active tools' definitions (``defer_loading`` removed: they are loaded)."""
@@ -121,6 +127,11 @@ class ToolSet:
                 raise InvalidRequest(
                     f"{path}.tool.name: tool {name!r} is already available; a tool_addition "
                     "references a tool declared with `defer_loading: true` (or one removed earlier)"
+                )
+            if name not in self.deferred:
+                raise InvalidRequest(
+                    f"{path}.tool.name: tool {name!r} is not declared with "
+                    "`defer_loading: true`; add it again by an inline `tool_definition`"
                 )
             self.active.append(name)
         else:

@@ -1,4 +1,4 @@
-"""Threshold compaction (``compact_20260112``, VENDOR_RULES 28): a request whose input reaches the
+"""Threshold compaction (``compact_20260112``, provider rule 28): a request whose input reaches the
 edit's trigger is compacted before the model answers.
 
 Pure functions (the nonce is random). The reply opens with a ``compaction`` block summarizing the

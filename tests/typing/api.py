@@ -124,6 +124,7 @@ async def main() -> None:
     print(reconciled.request["messages"], done)
     managed = ManagedAsyncAnthropic(client, MemoryStore(), agent=("ada", "main"))
     print(managed.context("ada").current_branch().name, managed.agents.waiting("ada"))
+
     def heard(piece: UntrustedText) -> None:
         print(piece.value)
 

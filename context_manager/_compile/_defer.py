@@ -1,0 +1,52 @@
+"""Pressure pass: a release recorded while a tool round is open waits for the round's end.
+
+Invariant (provider rule 6, issue 28 item 3): a release never changes what precedes the open
+round's in-flight reply. Releases recorded since the round's turn began (unreported, with a
+known sequence) are held back from the render when applying them would leave out thinking
+that is kept without them: the in-flight reply's own (it goes out as recorded, released or
+not), or a block a gap would cost. A compile with no round open applies and reports them. A
+provider's organization or end-user drop recorded meanwhile waits the same way: sent again it
+is dropped again at no cost, and the blocks made after it keep their order (item 6). The held
+render is never kept for the next compile, which judges afresh.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+
+import attrs
+
+from ._fold import FoldRequest
+from ._inflight import inflight_index
+from ._run import Draft, Run
+from ._shed import newest_turn_start
+
+
+def defer_releases(run: Run, draft: Draft) -> Generator[FoldRequest, str, Draft]:
+    """The draft rendered without the round's recent releases when they would cost kept
+    thinking; the draft itself otherwise. One extra render, only mid-round with such releases."""
+    yield from ()
+    state, ctx = draft.state, draft.ctx
+    index = inflight_index(state)
+    began = newest_turn_start(state.spans)
+    if draft.folded or index is None or began is None:
+        return draft
+    recent = {
+        mid
+        for mid, release in ctx.releases.items()
+        if not release.reported and release.at_sequence is not None and release.at_sequence >= began
+    }
+    if not recent:
+        return draft
+    source = state.provenance[index].single_source
+    inflight = source.message_id if source is not None else None
+    held = attrs.evolve(ctx, releases={m: r for m, r in ctx.releases.items() if m not in recent})
+    without = run.engine.full_render(run, held, start=state.start, pending=draft.pending())
+    lost = [
+        spot
+        for spot in without.kept_thinking - state.kept_thinking
+        if spot[0] not in recent or spot[0] == inflight
+    ]
+    if not lost:
+        return draft
+    return attrs.evolve(draft, state=without, ctx=held, deferred=True)
