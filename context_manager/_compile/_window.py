@@ -190,11 +190,8 @@ class WindowRenderer(SnapshotKeeper):
         stamps = self._stamps.stamps
         if any(stamps[m.id].get("v") == LEGACY_STAMP_VERSION for m in messages if m.id in stamps):
             state.legacy_chain = LEGACY_CHAIN_SEED
-        if summary is not None and summary.metadata.kind == COMPACTION_KIND:
-            render_compaction(state, ctx, summary)
-        elif summary is not None:
-            state.summary_id = summary.id
-            render_text_prefix(state, ctx, summary, "summary")
+        if summary is not None:
+            _render_opener(state, ctx, summary)
         encoded = memo.nbytes  # the blocks carried from the last render, then the new ones
         for message in messages:
             encoded += render_message(state, ctx, message)
@@ -230,6 +227,15 @@ class WindowRenderer(SnapshotKeeper):
         memo = WindowMemo(lineage, serial, start, messages, pieces, piece_bytes(pieces))
         cache.window = memo
         return memo
+
+
+def _render_opener(state: RenderState, ctx: RenderContext, opener: StoredMessage) -> None:
+    """Open the render with a compaction block or a fold's summary."""
+    if opener.metadata.kind == COMPACTION_KIND:
+        render_compaction(state, ctx, opener)
+    else:
+        state.summary_id = opener.id
+        render_text_prefix(state, ctx, opener, "summary")
 
 
 def _all_thinking_reported(message: StoredMessage, releases: Mapping[MessageId, Release]) -> bool:
