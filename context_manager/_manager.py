@@ -507,6 +507,13 @@ class ContextManager(CompileObservers, Compacting):
                 )
         return message_id
 
+    @property
+    def prediction_mismatches(self) -> int:
+        """``ThinkingBinding(enforcement="observe")``: how many of the compiler's predictions
+        the provider's ``thinking_mismatch_allowed`` reports contradicted, over every reply this
+        manager recorded (each is a ``binding_prediction_mismatch`` warning); 0 otherwise."""
+        return self._compiler.prediction_mismatches
+
     def release_thinking(self, message_id: MessageId, from_block: int = 0) -> None:
         """Release a reply's thinking on the current branch from ``from_block`` on.
 

@@ -46,7 +46,7 @@ def system_text(request: dict[str, Any]) -> str:
 
 
 def conversational(message: dict[str, Any]) -> bool:
-    return message["role"] != "system"
+    return bool(message["role"] != "system")
 
 
 def script(request: dict[str, Any]) -> list[Any]:

@@ -17,6 +17,7 @@ from typing import Any
 
 import attrs
 import pytest
+from helpers import FAST_RETRY, PROBE_HEAD, SUMMARIZED, slow_client
 
 from context_manager import ContextManager
 from context_manager._cli import run_demo, sidecar_path
@@ -25,7 +26,6 @@ from context_manager._store._sqlite import SQLiteStore
 from context_manager.runtime import Agent, Runtime
 from context_manager.simulator import Simulator
 from context_manager.web import NOT_FOUND, Access, ConsoleServer, StoreSource, create_app
-from tests.helpers import FAST_RETRY, PROBE_HEAD, SUMMARIZED, slow_client
 
 CHROMIUM = os.environ.get("CONTEXT_MANAGER_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("CONTEXT_MANAGER_CHROMEDRIVER", "/usr/bin/chromedriver")
@@ -122,7 +122,7 @@ def demo_reasoning(store: SQLiteStore, sidecar: SQLiteReasoningStore) -> list[st
     cm = ContextManager.open(
         store, namespace="ada", reasoning=ReasoningCapture(sidecar, capture=False)
     )
-    texts = []
+    texts: list[str] = []
     for branch in cm.list_branches():
         for message in cm.messages(branch=branch.name):
             if message.role == "assistant":

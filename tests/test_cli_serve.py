@@ -10,8 +10,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
-from tests.helpers import CLI_ENV, cli
+from helpers import CLI_ENV, cli
 
 OWNER = "owner-token-0123456789"
 

@@ -366,7 +366,7 @@ def test_a_tool_loop_compile_reads_the_in_flight_reply_from_the_messages_it_alre
     a compile in a tool loop reads it from there (a round trip less on a shared database),
     and what it sends is the same, a release put back included."""
     counting = CallCountingStore(store, "get")
-    cm = ContextManager.open(counting, namespace="ada", binding=STRIPS)  # type: ignore[arg-type]
+    cm = ContextManager.open(counting, namespace="ada", binding=STRIPS)
     rid = _open_round_with_interleaved_thinking(cm)
     cm.release_thinking(rid, from_block=2)
     reads = counting.calls["get"]
@@ -384,7 +384,7 @@ def test_a_steady_compile_reads_the_serials_and_what_was_stored_since_in_one_cal
     """A compile that extends a kept render needs the agent's serials and the messages stored
     since: one store call (one round trip on PostgreSQL), and the same request as two."""
     counting = CallCountingStore(store, "serials", "read", "serials_and_read", "get")
-    cm = ContextManager.open(counting, namespace="ada", binding=STRIPS)  # type: ignore[arg-type]
+    cm = ContextManager.open(counting, namespace="ada", binding=STRIPS)
     turn(cm, HEAD, "q1", "a1")
     cm.add_message("user", "q2")
     counting.calls.clear()

@@ -34,7 +34,7 @@ async def test_two_assistant_messages_whose_calls_one_user_message_answers_send_
         {"role": "user", "content": results},
     ]
     reply = await Simulator(script=calling_script()).client().beta.messages.create(**request)
-    assert reply.content[-1].text == "The log says all is well."  # type: ignore[union-attr]
+    assert reply.content[-1].text == "The log says all is well."
 
 
 async def exchanges(cm: ContextManager, sim: Simulator, count: int, budget: int | None) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 import attrs
 import pytest
+from helpers import PROBE_HEAD, SUMMARIZED, runtime_on, slow_client
 
 from context_manager import ContextManager, MemoryStore
 from context_manager.runtime import Agent, Runtime
@@ -27,7 +28,6 @@ from context_manager.web import (
 )
 from context_manager.web._html import transcript_page
 from context_manager.web._source import pick_branch
-from tests.helpers import PROBE_HEAD, SUMMARIZED, runtime_on, slow_client
 
 OWNER, BOB, CAROL = "owner-token-0123456789", "bob-token-0123456789", "carol-token-0123456789"
 TOKENS = f"""

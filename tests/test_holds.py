@@ -413,8 +413,8 @@ def test_a_store_without_hold_is_held_in_this_process_and_says_so_once() -> None
     (another holder waits, then gets ``AgentBusy`` naming the first), and one log event per store
     says the hold does not reach other processes."""
     store = StoreWithout("hold")  # written against the protocol before holds
-    cm = ContextManager.open(store, namespace="ada")  # type: ignore[arg-type]
-    other = ContextManager.open(store, namespace="ada")  # type: ignore[arg-type]
+    cm = ContextManager.open(store, namespace="ada")
+    other = ContextManager.open(store, namespace="ada")
     refused: list[AgentBusy] = []
 
     def attempt() -> None:  # another thread: a hold re-enters in its own

@@ -159,10 +159,10 @@ def test_a_head_of_the_wrong_shape_is_refused_when_it_is_made(
 @pytest.mark.parametrize(
     ("make", "error"),
     [
-        (lambda: Window("big"), InvalidType),
+        (lambda: Window("big"), InvalidType),  # type: ignore[arg-type]
         (lambda: Window(0), InvalidValue),
         (lambda: Window(100, reanchor=2), InvalidValue),
-        (lambda: Fold(lambda ms: "s", trigger_tokens="many"), InvalidType),
+        (lambda: Fold(lambda ms: "s", trigger_tokens="many"), InvalidType),  # type: ignore[arg-type]
         (lambda: Fold(lambda ms: "s", trigger_tokens=10, keep_tokens=-1), InvalidValue),
     ],
 )

@@ -10,12 +10,12 @@ from typing import Any
 
 import attrs
 import pytest
+from helpers import FAST_RETRY, PROBE_HEAD, SUMMARIZED, slow_client
 from postgres_server import Server, drop_schema, fresh_schema
 
 from context_manager import MemoryStore, PostgresStore
 from context_manager.runtime import Agent, MirroredReasoning, Runtime
 from context_manager.simulator import Simulator
-from tests.helpers import FAST_RETRY, PROBE_HEAD, SUMMARIZED, slow_client
 
 THOUGHT = "The parser step failed after the merge; the lockfile moved it to 2.4, so pin it back."
 HEAD = attrs.evolve(PROBE_HEAD, settings={"max_tokens": 2048, "thinking": SUMMARIZED})
@@ -65,7 +65,7 @@ async def test_a_console_in_another_process_mirrors_the_live_reasoning_and_its_c
             partial = await asyncio.wait_for(anext(events), 5)
             gate.set()
             reply = (await turn).replies[0]
-            rest = []
+            rest: list[Any] = []
             while not rest or rest[-1].kind != "done":
                 rest.append(await asyncio.wait_for(anext(events), 5))
             await events.aclose()

@@ -6,13 +6,13 @@ import asyncio
 from typing import Any
 
 import attrs
+from helpers import FAST_RETRY, PROBE_HEAD, SUMMARIZED, runtime_on, slow_client
 from structlog.testing import capture_logs
 
 from context_manager import ASKER_KEY, MemoryStore
 from context_manager._reasoning import ReasoningEvent, UntrustedText
 from context_manager.runtime import LIVE_BUFFER_CHARS, Agent, ReasoningHub, Runtime
 from context_manager.simulator import Simulator
-from tests.helpers import FAST_RETRY, PROBE_HEAD, SUMMARIZED, runtime_on, slow_client
 
 THOUGHT = "I should look at the nightly build's log before I answer anything at all."
 HEAD = attrs.evolve(PROBE_HEAD, settings={"max_tokens": 2048, "thinking": SUMMARIZED})
@@ -172,7 +172,7 @@ async def test_a_page_opened_mid_call_catches_up_from_the_partial() -> None:
     events = agent.reasoning_stream()
     [partial] = await take(events, 1)
     gate.set()
-    rest = []
+    rest: list[Any] = []
     while not rest or rest[-1].kind != "done":
         rest.append(await asyncio.wait_for(anext(events), 2))
     await turn

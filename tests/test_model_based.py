@@ -343,6 +343,20 @@ class BranchModel:
         )
 
 
+def _held_mid_round(branch: BranchModel, reply: str, block: int, began: int) -> bool:
+    """Every host or drop release covering ``block`` of ``reply`` was recorded since the open
+    round's turn began (none by shedding): the compiler may hold them back until no round is
+    open, so the block is still sent (issue 28 items 3, 6)."""
+    covering = [
+        q
+        for released in (branch.host_released, branch.drop_released)
+        for b, q in released.get(reply, ())
+        if b <= block
+    ]
+    shed = any(b <= block for b, _ in branch.shed_released.get(reply, ()))
+    return bool(covering) and not shed and all(q >= began for q in covering)
+
+
 class RecordingAgent(Agent):
     """The real agent; it also notes each call's compile result, reply and visible history."""
 
@@ -420,10 +434,10 @@ class ReliabilityMachine(RuleBasedStateMachine):
         STATS[f"readability:{'documented' if table is None else 'table'}"] += 1
         if self.postgres_server is not None:
             self.schema, dsn = fresh_schema(self.postgres_server)
-            self.store = PostgresStore(dsn)
+            self.store: Store = PostgresStore(dsn)
         elif sqlite:
             self.folder = tempfile.mkdtemp(prefix="model-based-")
-            self.store: Store = SQLiteStore(os.path.join(self.folder, "agents.db"))
+            self.store = SQLiteStore(os.path.join(self.folder, "agents.db"))
         else:
             self.store = MemoryStore()
         STATS[f"store:{type(self.store).__name__}"] += 1
@@ -982,6 +996,16 @@ class ReliabilityMachine(RuleBasedStateMachine):
             if _signature(block) is not None
         ]
         sheds = isinstance(strategy, Window) and strategy.shed_thinking
+        began = max(  # the open round's turn began at its user message (issue 28 item 3)
+            (
+                m.sequence
+                for m in visible
+                if m.role == "user"
+                and m.sequence <= result.last_sequence
+                and not any(isinstance(b, ToolResultBlock) for b in m.content)
+            ),
+            default=0,
+        )
         for message in visible:
             if message.role != "assistant" or message.sequence > result.last_sequence:
                 continue
@@ -1002,7 +1026,8 @@ class ReliabilityMachine(RuleBasedStateMachine):
                         newly.add(message.id)
                     continue
                 if k in sent:
-                    assert k < released_from or i == inflight, (  # VENDOR_RULES 6
+                    held = inflight is not None and _held_mid_round(branch, message.id, k, began)
+                    assert k < released_from or i == inflight or held, (  # VENDOR_RULES 6
                         f"block {k} of {message.id} was released, yet sent"
                     )
                     branch.left_out.pop(spot, None)  # withheld, now sent again (VENDOR_RULES 5, 8)

@@ -95,7 +95,7 @@ async def test_a_hosts_own_releases_and_commits_never_read_as_another_writers() 
 
 async def test_a_store_without_binding_serials_still_compiles_and_releases() -> None:
     store = StoreWithout("serials", "serials_and_read")  # written before serials
-    cm = ContextManager.open(store, namespace="ada")  # type: ignore[arg-type]
+    cm = ContextManager.open(store, namespace="ada")
     replies = await signed_conversation(Simulator(), cm, 2)
     cm.release_thinking(replies[0])
 

@@ -59,7 +59,7 @@ async def test_a_whitespace_text_block_before_thinking_is_sent_and_the_thinking_
     cm.record_reply(call, second)
     cm.add_message(
         "user",
-        [{"type": "tool_result", "tool_use_id": call.content[-1].id, "content": "fine"}],  # type: ignore[union-attr]
+        [{"type": "tool_result", "tool_use_id": call.content[-1].id, "content": "fine"}],
     )
 
     third = cm.compile(THINKING_HEAD)

@@ -217,7 +217,7 @@ def test_a_compact_render_extended_by_new_messages_sends_what_a_fresh_manager_se
     assert again.provenance == extended.provenance
 
 
-def test_a_branch_built_from_the_store_and_not_compiled_since_is_compacted_by_the_next_one() -> (
+def test_waking_an_agent_leaves_the_previous_newest_render_uncompacted_under_a_roomy_bound() -> (
     None
 ):
     store, base = _grown_and_gone()
@@ -228,7 +228,24 @@ def test_a_branch_built_from_the_store_and_not_compiled_since_is_compacted_by_th
     second = ContextManager.open(store, namespace="ada", binding=BINDING)
     second.compile(HEAD)
 
-    assert render_cache_bytes() - base < 1.5 * one  # one hot render and one compact
+    assert render_cache_bytes() - base > 2 * one  # both hot: the wake compacted nothing
+    assert _bytes(first.compile(HEAD).request) == _bytes(sent.request)
+
+
+def test_a_deferred_render_is_compacted_before_anything_is_dropped_when_the_bound_needs_room() -> (
+    None
+):
+    store, base = _grown_and_gone()
+    first = ContextManager.open(store, namespace="ada", binding=BINDING)
+    sent = first.compile(HEAD)
+    one = render_cache_bytes() - base
+    second = ContextManager.open(store, namespace="ada", binding=BINDING)
+    second.compile(HEAD)
+
+    set_render_cache_limit(render_cache_bytes() - 1)
+
+    assert first._compiler.held()["states"] == 1  # kept, compact, not dropped
+    assert render_cache_bytes() - base < 2 * one
     assert _bytes(first.compile(HEAD).request) == _bytes(sent.request)
 
 

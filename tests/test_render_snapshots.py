@@ -15,7 +15,7 @@ import pickle
 import subprocess
 import sys
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +50,7 @@ from context_manager.simulator import Simulator
 RESTORED = "render_snapshot_restored"
 
 
-def events(logs: list[dict[str, Any]]) -> list[str]:
+def events(logs: Sequence[Mapping[str, Any]]) -> list[str]:
     return [str(e["event"]) for e in logs]
 
 
@@ -306,7 +306,7 @@ def _restarted_release_reads(store: Store, released: str) -> int:
     that it restored the snapshot and sent what a render from the store would: not
     ``released``'s thinking, and no strip (the first host told it)."""
     counting = CallCountingStore(store, "releases")
-    restarted = ContextManager.open(counting, namespace="ada")  # type: ignore[arg-type]
+    restarted = ContextManager.open(counting, namespace="ada")
     with capture_logs() as logs:
         again = restarted.compile(THINKING_HEAD)
     reads = counting.calls["releases"]

@@ -110,7 +110,7 @@ async def test_a_reply_recorded_against_a_direct_compile_between_turns_keeps_its
         for b in (m["content"] if isinstance(m["content"], list) else [])
         if b.get("type") == "thinking"
     ]
-    assert message.content[0].signature in sent  # type: ignore[union-attr]
+    assert message.content[0].signature in sent
 
 
 async def test_a_fold_after_a_notice_at_a_tool_round_boundary_keeps_the_result_and_the_line() -> (

@@ -283,8 +283,8 @@ async def test_a_streamed_compaction_sends_the_whole_block_in_one_content_block_
     assert kinds.count("content_block_start") == 1
     assert "content_block_delta" not in kinds
     start = next(event for event in events if event.type == "content_block_start")
-    assert start.content_block.type == "compaction"  # type: ignore[union-attr]
-    assert start.content_block.content.startswith("Summary of 2 messages")  # type: ignore[union-attr]
+    assert start.content_block.type == "compaction"
+    assert start.content_block.content.startswith("Summary of 2 messages")
     assert final.stop_reason == "compaction"
     assert final.content[0].type == "compaction"
     assert final.usage.iterations is not None
@@ -646,7 +646,7 @@ async def test_a_threshold_compaction_opens_the_reply_with_a_block_that_follows_
         )
 
     assert [b.type for b in reply.content] == ["compaction", "thinking", "text"]
-    assert reply.content[0].content.startswith("Summary of 3 messages")  # type: ignore[union-attr]
+    assert reply.content[0].content.startswith("Summary of 3 messages")
     assert reply.usage.iterations is not None
     assert [i.type for i in reply.usage.iterations] == ["compaction", "message"]
     assert [m["role"] for m in seen.seen[-2]["messages"]] == ["assistant", "user"]

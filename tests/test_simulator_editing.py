@@ -75,7 +75,7 @@ async def tool_rounds(client: Client, tools: list[str]) -> list[dict[str, Any]]:
         messages.append({"role": "user", "content": f"please use {name}"})
         calling = await client.beta.messages.create(**call(messages))
         messages.append(wire_reply(calling))
-        tool_id = calling.content[-1].id  # type: ignore[union-attr]
+        tool_id = calling.content[-1].id
         result = {"type": "tool_result", "tool_use_id": tool_id, "content": f"{name}: {LOG}"}
         messages.append({"role": "user", "content": [result]})
         messages.append(wire_reply(await client.beta.messages.create(**call(messages))))
@@ -236,9 +236,9 @@ async def test_a_stream_reports_the_applied_edits_on_its_final_message_delta(
 
     start = next(e for e in events if e.type == "message_start")
     delta = next(e for e in events if e.type == "message_delta")
-    assert start.message.context_management is None  # type: ignore[union-attr]
-    assert delta.context_management is not None  # type: ignore[union-attr]
-    assert delta.context_management.applied_edits[0].cleared_tool_uses == 2  # type: ignore[union-attr]
+    assert start.message.context_management is None
+    assert delta.context_management is not None
+    assert delta.context_management.applied_edits[0].cleared_tool_uses == 2
     assert edits_of(final)[0]["cleared_tool_uses"] == 2
 
 

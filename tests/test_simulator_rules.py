@@ -336,7 +336,7 @@ async def test_thinking_in_an_open_tool_loop_cannot_be_modified(transport: str) 
     sim = Simulator(script=tool_caller)
     async with sdk_client(sim, transport) as client:
         reply = await client.beta.messages.create(**call([user("go")]))
-        tool_id = reply.content[1].id  # type: ignore[union-attr]
+        tool_id = reply.content[1].id
         result = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tool_id}]}
         sent = wire_reply(reply)
 
@@ -718,7 +718,7 @@ async def test_omitted_and_redacted_blocks_are_checked_like_thinking(transport: 
         kept = await client.beta.messages.create(**call(history))
         changed = await client.beta.messages.create(**call(history, system="Changed."))
 
-    assert reply.content[1].thinking == ""  # type: ignore[union-attr]
+    assert reply.content[1].thinking == ""
     assert drops(kept) == []
     assert drops(changed) == [
         ("messages.1.content.0", PREFIX_MISMATCH),

@@ -65,7 +65,9 @@ class Otel:
         return list(self.exporter.get_finished_spans())
 
     def metrics(self) -> dict[str, Any]:
-        data = json.loads(self.reader.get_metrics_data().to_json())
+        got = self.reader.get_metrics_data()
+        assert got is not None
+        data = json.loads(got.to_json())
         return {
             metric["name"]: metric
             for resource in data["resource_metrics"]

@@ -23,7 +23,9 @@ log = library_logger("context_manager.drops")
 DROPPED_TYPE = "thinking_dropped"
 """The one ``input_transformations`` entry type that reports a removed block."""
 
-KNOWN_TYPES = frozenset({DROPPED_TYPE, "thinking_mismatch_allowed"})
+ALLOWED_TYPE = "thinking_mismatch_allowed"
+"""The entry type for a failing block that still reached the model (an unenforced account)."""
+KNOWN_TYPES = frozenset({DROPPED_TYPE, ALLOWED_TYPE})
 """Entry types the API documents; a ``thinking_mismatch_allowed`` block was sent, so no drop."""
 
 RELEASED_REASONS = frozenset(
@@ -278,6 +280,16 @@ def place_thinking_drops(
                 if other != source.message_id:
                     replies.append(ReplyDrop(other, None, drop.reason, drop.path))
     return PlacedDrops(tuple(replies), tuple(placed_rounds), tuple(unplaced))
+
+
+def allowed_paths(response: object) -> tuple[str, ...]:
+    """The paths of a response's ``thinking_mismatch_allowed`` entries (failing blocks that
+    reached the model on an unenforced account, provider rule 14), in order."""
+    return tuple(
+        _path_text(fields.get("path"))
+        for fields in map(_fields_of, _entries_of(response, quiet=True))
+        if fields.get("type") == ALLOWED_TYPE
+    )
 
 
 def _entries_of(response: object, *, quiet: bool = False) -> Sequence[object]:

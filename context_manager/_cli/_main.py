@@ -26,6 +26,7 @@ from ._otel import OTEL_CHOICES
 from ._run import Stopped, run_session
 from ._serve import add_serve_commands, demo_then_serve
 from ._transcript import show_transcript
+from ._verify import add_verify, verify_branch
 
 PROG = "context-manager"
 EXIT_BAD_INPUT = 2
@@ -90,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run(commands, common)
     _add_transcript(commands, common)
     add_gateway(commands, common, _gateway)
+    add_verify(commands, common, verify_branch)
     add_serve_commands(commands, common, demo)
     return parser
 
@@ -235,7 +237,7 @@ def after_interrupt(args: argparse.Namespace) -> str:
         if args.db is None:
             return "the demo's temporary database was removed (pass --db PATH to keep one)"
         return f"what the demo stored so far is kept in {args.db}"
-    if args.command == "transcript":
+    if args.command in ("transcript", "verify"):
         return "nothing was written"
     if args.command == "serve":
         return "the console stopped; nothing was written"

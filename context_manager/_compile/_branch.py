@@ -55,6 +55,7 @@ class CacheKey:
     strategy: Any
     budget: int | None
     erasures: int
+    enforcement: str = "enforce"
 
 
 @attrs.define

@@ -55,6 +55,7 @@ from ._compact import CompactRender
 from ._fold import SUMMARY_KIND, FoldRequest, kept_thinking, plan_fold
 from ._host import CompileHost
 from ._inflight import Restored, restore_inflight
+from ._observe import log_observed, observe_reply
 from ._pressure import PRESSURE
 from ._render import (
     RenderContext,
@@ -120,6 +121,9 @@ class Compiler(WindowRenderer):
         self._stamps = StampCache()
         self._unedited: tuple[int, int] | None = None
         """``(change serial, _unedited_below())`` as last read (per agent, not per branch)."""
+        self.prediction_mismatches = 0
+        """Observe mode: disagreements between the compiler's predictions and the provider's
+        ``thinking_mismatch_allowed`` entries, counted over every reply recorded."""
         self._binding_serial: int | None = None
         """The agent's binding serial the kept records and renders reflect (``None``: not read
         yet, or the store cannot say)."""
@@ -410,22 +414,27 @@ class Compiler(WindowRenderer):
     ) -> Generator[FoldRequest, str, CompileResult]:
         run = read_branch(self, head, budget, dry_run)
         draft = render(run, *plan_head(run))
-        draft = append_change(run, draft)
-        for stage in PRESSURE:
-            draft = yield from stage(run, draft)
-        draft = reanchor(run, draft)
-        draft = inflight_round(run, draft)
-        draft = finish_request(run, draft)
-        draft = report(run, draft)
-        appended: tuple[MessageId, ...] = ()
-        if not dry_run:
-            stored = commit(run, draft)
-            appended = tuple(
-                s.id
-                for s, p in zip(stored, draft.pending(), strict=True)
-                if p.metadata.kind == HEAD_CHANGE_KIND
-            )
-            self._keep(run, draft)
+        try:
+            draft = append_change(run, draft)
+            for stage in PRESSURE:
+                draft = yield from stage(run, draft)
+            draft = reanchor(run, draft)
+            draft = inflight_round(run, draft)
+            draft = finish_request(run, draft)
+            draft = report(run, draft)
+            appended: tuple[MessageId, ...] = ()
+            if not dry_run:
+                stored = commit(run, draft)
+                appended = tuple(
+                    s.id
+                    for s, p in zip(stored, draft.pending(), strict=True)
+                    if p.metadata.kind == HEAD_CHANGE_KIND
+                )
+                self._keep(run, draft)
+        finally:
+            # counted once everything this compile keeps is kept (a refused compile too): an
+            # eviction of this very branch then frees what it holds, never what is set after
+            self.note_size(run.key, draft.rendered.repeat)
         return compile_result(run, draft, appended)
 
     def _keep(self, run: Run, draft: Draft) -> None:
@@ -470,6 +479,7 @@ class Compiler(WindowRenderer):
             model=head.model,
             reads=m.binding.reads,
             checks_prefix=checks,
+            observe=m.binding.enforcement == "observe",
             unedited_below=self._unedited_below(serial) if m.binding.binds and not checks else 0,
         )
 
@@ -487,6 +497,7 @@ class Compiler(WindowRenderer):
             m.strategy,
             budget,
             m.reasoning.erase_serial() if m.reasoning is not None else 0,
+            m.binding.enforcement,
         )
 
     def _unedited_below(self, serial: int) -> int:
@@ -563,12 +574,21 @@ class Compiler(WindowRenderer):
         """Store an assistant reply, stamping each thinking block against what produced it
         (``_reply.store_reply``); its stamp is kept for the next render."""
         stored, stamp = store_reply(self.manager, message, result, appended=appended, extra=extra)
+        if self.manager.binding.enforcement == "observe":
+            self._observe(result, message)
         self._stamps.put(stored.id, stamp)
         cache = self._caches.get(result.branch)
         record = cache.record if cache is not None else None
         if record is not None:  # a reply just stored has no release: none to read for it
             record.looked_up.add(stored.id)
         return stored.id
+
+    def _observe(self, result: CompileResult, response: object) -> None:
+        """Compare the reply's report with the compile's predictions (``_observe``)."""
+        observed = observe_reply(result, response)
+        if observed is not None:
+            self.prediction_mismatches += observed.mismatches
+            log_observed(self.manager.namespace, result, observed)
 
 
 def _summary_text(value: object) -> str:

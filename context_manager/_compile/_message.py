@@ -37,6 +37,7 @@ from context_manager._model._messages import HEAD_CHANGE_KIND, StoredMessage
 from context_manager._model._results import ProvenanceKind, Source
 
 from ._judge import judge_thinking
+from ._observe import predicted_only
 from ._render import (
     _EXACT,
     _TAGS,
@@ -268,7 +269,10 @@ class _Message:
         verdict, changed = judge_thinking(
             ctx, message, index, resolved, wire, self.chain, self.last_kept, canonical, self.legacy
         )
-        if verdict == "keep" or verdict == "unread":
+        if predicted_only(ctx, message, verdict, canonical):  # observe mode: sent anyway
+            state.predicted[(message.id, index)] = self._path()
+            self._send_thinking(index, resolved, got, True, changed)
+        elif verdict == "keep" or verdict == "unread":
             self._send_thinking(index, resolved, got, verdict == "keep", changed)
         elif release is not None and index >= release.from_block:
             if verdict != "hidden":
@@ -276,6 +280,11 @@ class _Message:
                 state.unreported.append(entry)
         elif verdict != "hidden":
             state.left_out[(message.id, index)] = StripEntry(message.id, index, verdict, changed)
+
+    def _path(self) -> str:
+        """The path (``messages.i.content.j``) the next block kept is sent at."""
+        sent_at = len(self.state.messages) - 1 if self.merging else len(self.state.messages)
+        return f"messages.{sent_at}.content.{self.offset + len(self.kept)}"
 
     def _send_thinking(
         self, index: int, block: Block, got: Piece, readable: bool, changed: tuple[str, ...]
@@ -292,8 +301,7 @@ class _Message:
             state.kept_thinking.add(spot)
         else:
             state.left_out[spot] = StripEntry(message.id, index, "head", changed)
-            sent_at = len(state.messages) - 1 if self.merging else len(state.messages)
-            state.unread[spot] = f"messages.{sent_at}.content.{at}"
+            state.unread[spot] = self._path()
         self.mapping[at] = index
         self.chars += size
         self.kept.append(wire)

@@ -137,6 +137,10 @@ class RenderContext:
     head_changed: bool = False
     """This compile rewrites the head (a change that cannot be appended): a system or tools
     difference is then a head cause even while changes are appended."""
+    observe: bool = False
+    """``ThinkingBinding(enforcement="observe")``: a block left out only for its prefix, its
+    order or a head change, that the model reads and that is as it was made, is sent and
+    recorded as predicted to fail (``_observe.predicted_only``)."""
     unedited_below: int = 0
     """Every stored message with a lower sequence was never edited (0: none is known to be).
     A reply below it is as it was stamped, so a model that runs no prefix check keeps its
@@ -173,6 +177,9 @@ class RenderState:
     unread: dict[tuple[MessageId, int], str] = attrs.field(factory=dict)
     """Every rendered thinking block sent that the requested model cannot read (also in
     ``left_out``: lost for this request), and its path as sent (provider rule 8)."""
+    predicted: dict[tuple[MessageId, int], str] = attrs.field(factory=dict)
+    """Observe mode: every rendered thinking block sent that enforcement would leave out (the
+    compiler predicts the provider reports it as ``thinking_mismatch_allowed``), and its path."""
     pending_system: list[tuple[MessageId, dict[str, Any], dict[int, int]]] = attrs.field(
         factory=list
     )
@@ -200,6 +207,7 @@ class RenderState:
             left_out=dict(self.left_out),
             kept_thinking=set(self.kept_thinking),
             unread=dict(self.unread),
+            predicted=dict(self.predicted),
             pending_system=list(self.pending_system),
             betas=set(self.betas),
         )

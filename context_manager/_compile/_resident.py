@@ -5,8 +5,10 @@ render is kept in one of two forms:
 
 - **hot**: the request's messages as Python dicts (and the encoded blocks of the window), what a
   steady compile extends in microseconds. Hot are the branch whose render was last built from
-  the store (the newest) and, least recently compiled first, the branches compiled again while
-  cached, up to ``hot_bytes`` of rendered bytes.
+  the store (the newest), the former newest ones not compiled since (deferred: compacted only
+  when the bound needs room, so a wake never compacts another agent's render otherwise) and,
+  least recently compiled first, the branches compiled again while cached, up to ``hot_bytes``
+  of rendered bytes.
 - **compact**: one compressed ``bytes`` object per branch; a branch pushed out of the hot tier is
   compacted (its Python objects freed), and its next compile restores it in milliseconds.
 
@@ -109,19 +111,17 @@ def render_cache_bytes() -> int:
 
 def admit(holder: Holder, key: str) -> None:
     """``holder`` is about to build branch ``key``'s render from the store: it becomes the
-    newest, and the previous newest, unless compiled again since (hot tier), is compacted now,
-    before the new render is built (so no more than one is built beside the hot tier)."""
+    newest, and the previous newest, unless compiled again since (hot tier), is deferred: kept
+    hot and counted, compacted only when the bound needs room (never here, on the wake path of
+    another agent)."""
     at = (id(holder), key)
-    victims: Victims = []
     with PROCESS.renders.lock:
         _sweep()
         previous, PROCESS.renders.newest = PROCESS.renders.newest, at
         entry = PROCESS.renders.entries.get(previous) if previous is not None else None
         fresh = previous != at and previous not in PROCESS.renders.hot
         if entry is not None and entry.tier == "hot" and fresh and previous is not None:
-            entry.tier = "compact"
-            victims.append((entry.ref, previous[1], "compact"))
-    _act(victims)
+            PROCESS.renders.deferred[previous] = None
 
 
 def note(holder: Holder, key: str, size: int, *, repeat: bool) -> None:
@@ -161,7 +161,8 @@ def forget(holder: Holder, key: str) -> None:
 
 
 def _unhot(at: Key) -> None:
-    """Take ``at`` out of the hot tier (call with the lock held)."""
+    """Take ``at`` out of the hot tier and the deferred ones (call with the lock held)."""
+    PROCESS.renders.deferred.pop(at, None)
     if at in PROCESS.renders.hot:
         del PROCESS.renders.hot[at]
         entry = PROCESS.renders.entries.get(at)
@@ -189,10 +190,24 @@ def _evict() -> Victims:
         if entry.tier == "hot":
             entry.tier = "compact"
             victims.append((entry.ref, at[1], "compact"))
+    if PROCESS.renders.total > PROCESS.renders.limit and PROCESS.renders.deferred:
+        return victims + _compact_deferred()  # ``_act`` evicts again once they are compact
     while PROCESS.renders.total > PROCESS.renders.limit and PROCESS.renders.entries:
         at, entry = next(iter(PROCESS.renders.entries.items()))
         _remove(at)
         victims.append((entry.ref, at[1], "hot"))
+    return victims
+
+
+def _compact_deferred() -> Victims:
+    """The deferred renders to compact, the bound needing room (call with the lock held)."""
+    victims: Victims = []
+    while PROCESS.renders.deferred:
+        at, _ = PROCESS.renders.deferred.popitem(last=False)
+        entry = PROCESS.renders.entries.get(at)
+        if entry is not None and entry.tier == "hot":
+            entry.tier = "compact"
+            victims.append((entry.ref, at[1], "compact"))
     return victims
 
 
@@ -217,6 +232,10 @@ def _act(victims: Victims) -> None:
                         entry.size = size
                 after = _evict() if PROCESS.renders.total > PROCESS.renders.limit else []
             _act(after)
+    with PROCESS.renders.lock:  # e.g. a deferred render whose holder is gone meanwhile
+        rest = _evict() if PROCESS.renders.total > PROCESS.renders.limit else []
+    if rest:
+        _act(rest)
 
 
 def _gone(owner: int) -> None:

@@ -30,7 +30,6 @@ def inflight_round(run: Run, draft: Draft) -> Draft:
     Raises:
         InFlightThinkingInvalid: it carries failing thinking and ``drop_block`` is off.
     """
-    run.engine.note_size(run.key, draft.rendered.repeat)
     return attrs.evolve(draft, inflight=run.engine.inflight(run, draft.state))
 
 
@@ -51,6 +50,17 @@ def end_predecessor(draft: Draft) -> str | None:
     return draft.state.last_kept
 
 
+def binding_controls(binding: ThinkingBinding, head: Head) -> dict[str, Any]:
+    """The ``thinking`` setting with ``block_binding`` when the request asks the provider to
+    drop failing blocks, else nothing. Observe mode sends none: an unenforced account then lets
+    failing blocks through and reports them (provider rules 10, 14); setting it would opt in."""
+    if not binding.drop_block or binding.enforcement != "enforce":
+        return {}
+    thinking = dict(head.settings["thinking"])
+    thinking["block_binding"] = {"prefix_mismatch_behavior": "drop_block"}
+    return {"thinking": thinking}
+
+
 def request_body(
     binding: ThinkingBinding, head: Head, state: RenderState
 ) -> tuple[dict[str, Any], bytes]:
@@ -68,10 +78,7 @@ def request_body(
     if binding.binds and head.thinking_enabled:
         if BINDING_BETA not in betas:
             betas.append(BINDING_BETA)
-        if binding.drop_block:
-            thinking = dict(head.settings["thinking"])
-            thinking["block_binding"] = {"prefix_mismatch_behavior": "drop_block"}
-            request["thinking"] = thinking
+        request.update(binding_controls(binding, head))
     tail = close_tool_round(state)
     for beta in sorted(state.betas.union(*(system_betas(t) for t in tail))):
         if beta not in betas:

@@ -55,7 +55,7 @@ class WindowRenderer(SnapshotKeeper):
         key, cache = run.key, self.cache(run.key)
         repeat = cache.render is not None or cache.window is not None
         snapshot = False
-        if not repeat:  # about to be built from the store: the previous newest is compacted
+        if not repeat:  # about to be built from the store: the previous newest is deferred
             _resident.admit(self, key)
             snapshot = self._load_snapshot(key, cache_key, run.serial, run.lineage, run.record)
         try:

@@ -154,6 +154,12 @@ class ThinkingBinding:
             check (order included); the default is the documented list (provider rule 10):
             Mythos 5.1 and models before Fable 5.1 do not, so a request to one keeps every
             block the model reads; anything undocumented checks.
+        enforcement: ``"enforce"`` (the default) leaves out every block the rules say fails
+            and asks for ``block_binding`` (with ``drop_block``); ``"observe"`` (an account the
+            prefix check is not enforced on, provider rules 10, 14) sends no ``block_binding``
+            and every block the model reads and that is as it was made, records which ones it
+            predicts to fail (``CompileResult.predicted_mismatches``) and compares them with the
+            response's ``thinking_mismatch_allowed`` entries (``binding_prediction_mismatch``).
     """
 
     binds: bool = True
@@ -169,6 +175,9 @@ class ThinkingBinding:
     )
     prefix_check: PrefixCheck = attrs.field(
         default=documented_prefix_check, validator=attrs.validators.is_callable()
+    )
+    enforcement: Literal["enforce", "observe"] = attrs.field(
+        default="enforce", validator=attrs.validators.in_(("enforce", "observe"))
     )
 
     system_notices: Literal["auto", "user", "system"] | None = attrs.field(

@@ -51,6 +51,9 @@ class RenderCacheState:
     """Branches compiled again while cached, least recently compiled first (the hot tier)."""
     newest: RenderKey | None = None
     """The branch whose render was last built from the store: hot until another one is."""
+    deferred: OrderedDict[RenderKey, None] = attrs.field(factory=OrderedDict)
+    """Former newest branches, still hot: compacted only when the bound needs room (a wake
+    never compacts another agent's render on its own path)."""
     total: int = 0
     hot_total: int = 0
     """The sizes of the hot tier's entries that are hot (kept as it changes: O(1) per compile)."""

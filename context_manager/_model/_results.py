@@ -101,6 +101,11 @@ class CompileResult:
     they stay in the request so that the blocks made meanwhile stay valid and a switch back to a
     model that reads them reads them all (provider rule 8). The strip reports them as a ``head``
     loss (``model``); ``place_drops`` expects their drops and does not count them."""
+    predicted_mismatches: tuple[str, ...] = ()
+    """Observe mode (``ThinkingBinding(enforcement="observe")``): paths of thinking blocks the
+    request sends that enforcement would leave out, oldest first. The compiler predicts the
+    provider lists exactly these as ``thinking_mismatch_allowed``; ``record_reply`` compares
+    (``binding_prediction_mismatch``). Always empty under enforcement."""
     shed: tuple[MessageId, ...] = ()
     """Stored reply ids whose thinking this compile shed (released, oldest first) to fit its
     budget or window (SPEC 7, shedding); empty when it shed nothing."""
