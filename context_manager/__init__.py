@@ -17,7 +17,7 @@ from ._binding._drops import (
 from ._compile._caching import Caching
 from ._compile._resident import render_cache_bytes, render_cache_limit, set_render_cache_limit
 from ._compile._snapshot import set_render_snapshots
-from ._compile._strategies import Fold, Passthrough, Window, estimate_tokens
+from ._compile._strategies import Compact, Fold, Passthrough, Window, estimate_tokens
 from ._compile._tokens import ApiTokenCounter
 from ._manager import ContextManager
 from ._model._content import (
@@ -44,6 +44,7 @@ from ._model._errors import (
     BranchInUse,
     BranchNotFound,
     CommandLineError,
+    CompactionNotSupported,
     ContextManagerError,
     DamagedDatabase,
     InFlightThinkingInvalid,
@@ -111,6 +112,8 @@ __all__ = [
     "ClearThinking",
     "ClearToolUses",
     "CommandLineError",
+    "Compact",
+    "CompactionNotSupported",
     "CompileResult",
     "ContextEditing",
     "ContextManager",

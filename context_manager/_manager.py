@@ -23,6 +23,7 @@ from ._binding._drops import (
     place_thinking_drops,
 )
 from ._compile._caching import Caching
+from ._compile._compactor import Compacting, Compactor
 from ._compile._compiler import Compiler
 from ._compile._fold import SUMMARY_KIND
 from ._compile._observers import CompileObservers
@@ -71,7 +72,7 @@ TracerProviderOption: TypeAlias = "TracerProvider | Telemetry | bool | None"
 one), a shared ``Telemetry``, or ``None`` / ``False`` (off: nothing is imported)."""
 
 
-class ContextManager(CompileObservers):
+class ContextManager(CompileObservers, Compacting):
     """An agent's context: store it, branch it, compile it.
 
     Use ``ContextManager.open(store, namespace=...)``.
@@ -108,6 +109,7 @@ class ContextManager(CompileObservers):
         self._async_locks: dict[str, tuple[asyncio.Lock, asyncio.AbstractEventLoop]] = {}
         self._branch = self._ensure_branch()
         self._compiler = Compiler(self)
+        self._compactor = Compactor(self)
         self._reconcile_keys: KeyCache = {}
         self.last_reconciliation: Reconciliation | None = None
         """What the last ``reconcile`` stored, edited, folded or rewound (``None`` before one)."""
@@ -380,6 +382,10 @@ class ContextManager(CompileObservers):
             return
         self._compiler.forget(key)
         self._async_locks.pop(key, None)
+
+    def _notify(self, result: CompileResult) -> CompileResult:
+        self._compactor.note(result)  # the request a compaction repeats (rule 25)
+        return super()._notify(result)
 
     # compile and replies (see _compile)
     def compile(

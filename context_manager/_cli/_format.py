@@ -156,7 +156,7 @@ def format_message(
     """
     when = f"{message.created_at:%Y-%m-%d %H:%M:%S} " if clock else ""
     head = f"#{message.sequence:<4} {when}{role_label(message):<9} "
-    body = " ".join(describe_block(b) for b in message.content) or "⟨empty⟩"
+    body = _body(message)
     lines = body.split("\n")
     if max_lines is not None and len(lines) > max_lines:
         left_out = len(lines) - max_lines + 1
@@ -165,6 +165,14 @@ def format_message(
         lines = [style(line, BOLD_YELLOW, color) for line in lines]
     indent = " " * len(head)
     return [style(head, DIM, color) + lines[0], *(indent + line for line in lines[1:])]
+
+
+def _body(message: StoredMessage) -> str:
+    """The message's blocks described; a compaction block as a marker with its coverage."""
+    covers = message.metadata.extra.get("covers_upto")
+    if message.metadata.kind == "compaction" and isinstance(covers, int):
+        return f"⟨compaction: a server summary of everything up to #{covers}⟩"
+    return " ".join(describe_block(b) for b in message.content) or "⟨empty⟩"
 
 
 def message_text(message: StoredMessage) -> str:

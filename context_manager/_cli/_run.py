@@ -18,11 +18,11 @@ from typing import Any, TextIO
 import anthropic
 import attrs
 
-from context_manager._compile._strategies import Fold
+from context_manager._compile._strategies import Compact, Fold
 from context_manager._manager import ContextManager
 from context_manager._model._errors import BranchExists, CommandLineError, ContextManagerError
 from context_manager._model._head import Head
-from context_manager._model._messages import REASONING_LOSS_KIND, StoredMessage
+from context_manager._model._messages import REASONING_LOSS_KIND, MessageId, StoredMessage
 from context_manager._model._results import ThinkingStrip
 from context_manager._reasoning._capture import ReasoningCapture
 from context_manager._store._protocol import Store
@@ -68,6 +68,7 @@ Type a message to run a turn. Commands:
   /tools         add or remove the demo tool utc_time in the head
   /system TEXT   set the system text
   /fold          fold the branch into a summary now
+  /compact       compact the branch on the server now (the last reply is kept)
   /notices       show the [reasoning] notices on this branch
   /help          show this
   /quit          leave (so does end of input; Ctrl-C too, exit 130)"""
@@ -135,16 +136,33 @@ def force_fold(cm: ContextManager, head: Head) -> tuple[StoredMessage | None, Th
     return (summaries[-1] if summaries else None), result.thinking_strip
 
 
+async def force_compaction(cm: ContextManager, client: Any) -> MessageId | None:
+    """Compact the current branch on the server now (``cm.compact_async``), under the
+    context's ``Compact`` strategy or, with another strategy, a ``Compact`` used once."""
+    kept = cm.strategy
+    if not isinstance(kept, Compact):
+        cm.strategy = Compact(1)
+    try:
+        return await cm.compact_async(client)
+    finally:
+        if not isinstance(kept, Compact):
+            cm.strategy = kept
+
+
 class Session:
     """One ``run`` session: reads lines, runs turns and commands, prints what is stored."""
 
-    def __init__(self, agent: Agent, runner: asyncio.Runner, out: TextIO, *, color: bool) -> None:
+    def __init__(
+        self, agent: Agent, runner: asyncio.Runner, out: TextIO, *, color: bool, client: Any = None
+    ) -> None:
 
         self._failures = (anthropic.APIError, ContextManagerError)
         """What a failed turn raises: reported in one line, and the session goes on."""
         self.failed = False
         """Whether a turn (or the resumed one) failed: a run that is not interactive exits 1."""
         self.agent = agent
+        self.client = client
+        """The session's SDK client (``/compact`` sends its request through it)."""
         self.runner = runner
         self.out = out
         self.color = color
@@ -157,6 +175,7 @@ class Session:
             "tools": self._tools,
             "system": self._system,
             "fold": self._fold,
+            "compact": self._compact,
             "notices": self._notices,
             "help": lambda _: self.say(HELP),
         }
@@ -286,6 +305,22 @@ class Session:
             "left out (a fold between turns is not told to the agent)"
         )
 
+    def _compact(self, _: str) -> None:
+        try:
+            stored = self.runner.run(force_compaction(self.agent.context, self.client))
+        except anthropic.APIError as err:
+            self.problem(f"compaction refused: {err}")
+            return
+        self.follow.show_new()
+        if stored is None:
+            self.say("nothing to compact now (run a turn first; no block came back)")
+            return
+        block = self.agent.context.get_message(stored)
+        self.say(
+            f"compacted into block #{block.sequence} (covers up to "
+            f"#{block.metadata.extra.get('covers_upto')}); the last reply keeps its reasoning"
+        )
+
     def _notices(self, _: str) -> None:
         found = self.agent.context.messages(kind=REASONING_LOSS_KIND)
         for message in found:
@@ -361,7 +396,7 @@ def run_session(args: argparse.Namespace, out: TextIO, stdin: TextIO, *, color: 
             file=out,
         )
         with asyncio.Runner() as runner:
-            session = Session(agent, runner, out, color=color)
+            session = Session(agent, runner, out, color=color, client=client)
             try:
                 session.resume()
                 while True:

@@ -86,7 +86,7 @@ def _route(state: RenderState, ctx: RenderContext, message: StoredMessage) -> st
         state.last_sequence = sequence
     state.sequences[message.id] = sequence
     metadata = message.metadata
-    if metadata.kind == "summary":
+    if metadata.kind in ("summary", "compaction"):
         return None
     if metadata.kind == HEAD_CHANGE_KIND:
         if not ctx.appends or sequence <= ctx.anchor_sequence:

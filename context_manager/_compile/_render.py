@@ -412,6 +412,13 @@ def _attach(
     state.total_tokens += tokens
 
 
+def push_message(
+    state: RenderState, ctx: RenderContext, role: str, blocks: list[dict[str, Any]], source: Source
+) -> None:
+    """Append ``blocks`` (an opener the compiler places itself) as a ``summary`` message."""
+    _push(state, ctx, role, blocks, "summary", source)
+
+
 def render_text_prefix(
     state: RenderState, ctx: RenderContext, message: StoredMessage, kind: ProvenanceKind
 ) -> None:

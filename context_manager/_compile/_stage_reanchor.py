@@ -1,6 +1,8 @@
 """Stage 6, re-anchor (SPEC 7b): when the whole tail was re-rendered anyway (a fold, a window
 jump) or the window starts past a change appended since the anchor, the asked head becomes the
-anchored one and the window is rendered under it."""
+anchored one and the window is rendered under it. Never under a compaction block: its kept
+turns' thinking needs the anchored ``system`` and ``tools`` unchanged (provider rule 25 c); a
+change summarized away is appended again instead (rule 26)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from context_manager._model._messages import StoredMessage
 from context_manager._store._protocol import AnchoredHead
 
 from ._append import head_json
+from ._editing import carries_compaction
 from ._run import PREVIEW_SUMMARY_ID, Draft, Run
 from ._stage_fold import carry_ages
 
@@ -49,6 +52,8 @@ def reanchor(run: Run, draft: Draft) -> Draft:
 def _due(run: Run, draft: Draft) -> bool:
     """The whole tail is re-rendered anyway, and the anchored head would change with it."""
     state, anchor = draft.state, draft.anchor
+    if carries_compaction({"messages": state.messages}):
+        return False  # the kept turns need the head they were made under (rule 25 c)
     moved = state.start != draft.start_before
     skipped = anchor is not None and state.start > anchor.at_sequence + 1
     if not (run.appends and (draft.folded or moved or skipped)):

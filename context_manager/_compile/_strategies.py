@@ -103,4 +103,26 @@ class Fold:
     keep_tokens: int = attrs.field(default=0, validator=attrs_count)
 
 
-Strategy: TypeAlias = Passthrough | Window | Fold
+@attrs.frozen
+class Compact:
+    """On-demand server compaction (provider rules 23-27) once the rendered window passes
+    ``trigger_tokens``.
+
+    The compaction request is exactly the ``messages`` of a request already sent (the last
+    committing compile's), with the same anchored ``system`` and ``tools`` and the same model,
+    so the ``keep_turns`` newest turns after it keep their thinking valid (rule 25). The
+    returned block is stored byte-exact as its own message (``metadata.kind ==
+    "compaction"``) and rendered first on every later request. ``instructions`` go to the
+    provider as ``compaction.instructions``. ``fallback`` (a ``Fold`` or a ``Window``) is used
+    after a model that cannot compact or repeated failures. ``background=True`` is not built
+    yet (``cm.compact_async`` raises ``CompactionNotSupported`` for it).
+    """
+
+    trigger_tokens: int = attrs.field(validator=attrs_positive_int)
+    keep_turns: int = attrs.field(default=1, validator=attrs_count, kw_only=True)
+    instructions: str | None = attrs.field(default=None, kw_only=True)
+    background: bool = attrs.field(default=False, kw_only=True)
+    fallback: Window | Fold | None = attrs.field(default=None, kw_only=True)
+
+
+Strategy: TypeAlias = Passthrough | Window | Fold | Compact

@@ -24,6 +24,7 @@ from . import _resident
 from ._branch import BindingRecord, CacheKey, WindowMemo, piece_bytes
 from ._cold import cold_anchor, open_round_start
 from ._compact import CompactRender, NotARender
+from ._compaction import COMPACTION_KIND, render_compaction
 from ._fold import SUMMARY_KIND, covers_upto
 from ._message import render_message
 from ._render import RenderContext, RenderState, render_text_prefix
@@ -32,6 +33,9 @@ from ._snapshot_io import SnapshotKeeper
 from ._stamp_cache import StampCache
 
 log = library_logger("context_manager.compile")
+
+OPENER_KINDS = (SUMMARY_KIND, COMPACTION_KIND)
+"""Stored messages a render opens with (the newest), leaving out what they cover."""
 
 
 class WindowRenderer(SnapshotKeeper):
@@ -87,7 +91,7 @@ class WindowRenderer(SnapshotKeeper):
             if fresh is not None and fresh.after == last
             else m.store.read(m.namespace, run.lineage, after=last)
         )
-        if any(message.metadata.kind == SUMMARY_KIND for message in new):
+        if any(message.metadata.kind in OPENER_KINDS for message in new):
             return None, 0
         if isinstance(cached[1], CompactRender):
             compact = cached[1]
@@ -139,9 +143,14 @@ class WindowRenderer(SnapshotKeeper):
         self._stamps.load(needed, lambda wanted: m.store.stamps(m.namespace, wanted))
 
     def _latest_summary(self, lineage: Lineage) -> StoredMessage | None:
+        """The newest opener stored on the branch: a fold's summary or a compaction block."""
         m = self.manager
-        found = m.store.read(m.namespace, lineage, kind=SUMMARY_KIND, limit=1, newest_first=True)
-        return found[0] if found else None
+        found = [
+            msg
+            for kind in OPENER_KINDS
+            for msg in m.store.read(m.namespace, lineage, kind=kind, limit=1, newest_first=True)
+        ]
+        return max(found, key=lambda msg: msg.sequence, default=None)
 
     @_resident.paused_collector
     def full_render(
@@ -158,7 +167,7 @@ class WindowRenderer(SnapshotKeeper):
         then ``pending``: this compile's previews, not stored yet. Opens with ``summary`` (a
         pending one, else the newest stored)."""
         if summary is None:
-            summary = next((p for p in pending if p.metadata.kind == SUMMARY_KIND), None)
+            summary = next((p for p in pending if p.metadata.kind in OPENER_KINDS), None)
         if summary is None:
             summary = self._latest_summary(run.lineage)
         record = run.record
@@ -182,8 +191,7 @@ class WindowRenderer(SnapshotKeeper):
         if any(stamps[m.id].get("v") == LEGACY_STAMP_VERSION for m in messages if m.id in stamps):
             state.legacy_chain = LEGACY_CHAIN_SEED
         if summary is not None:
-            state.summary_id = summary.id
-            render_text_prefix(state, ctx, summary, "summary")
+            _render_opener(state, ctx, summary)
         encoded = memo.nbytes  # the blocks carried from the last render, then the new ones
         for message in messages:
             encoded += render_message(state, ctx, message)
@@ -219,6 +227,15 @@ class WindowRenderer(SnapshotKeeper):
         memo = WindowMemo(lineage, serial, start, messages, pieces, piece_bytes(pieces))
         cache.window = memo
         return memo
+
+
+def _render_opener(state: RenderState, ctx: RenderContext, opener: StoredMessage) -> None:
+    """Open the render with a compaction block or a fold's summary."""
+    if opener.metadata.kind == COMPACTION_KIND:
+        render_compaction(state, ctx, opener)
+    else:
+        state.summary_id = opener.id
+        render_text_prefix(state, ctx, opener, "summary")
 
 
 def _all_thinking_reported(message: StoredMessage, releases: Mapping[MessageId, Release]) -> bool:

@@ -304,3 +304,7 @@ class TokensFileError(ContextManagerError, ValueError):
         self.where = where
         self.line = line
         super().__init__(f"{where}, line {line}: {why}")
+
+
+class CompactionNotSupported(ContextManagerError, NotImplementedError):
+    """A compaction this library cannot make yet (``Compact(background=True)``)."""

@@ -47,6 +47,7 @@ from notices import ReasoningLossTeller, TurnState
 
 from ._calls import RetryPolicy, stream_call
 from ._cleared import ClearedThinking
+from ._compacting import compact_if_due
 from ._live import ReasoningHub, ReasoningSink, Subscription
 from ._tools import ToolCall, ToolFunction, run_tool
 
@@ -507,6 +508,8 @@ class Agent:
             log.warning("turn_call_limit", agent=self.name, calls=MAX_CALLS_PER_TURN)
         self._turn = None
         notices.extend(self._flush())
+        if self._client is not None:
+            await compact_if_due(self.context, self._client, self.name, self._retry)
         return TurnResult(
             tuple(replies),
             tuple(calls),

@@ -1,0 +1,250 @@
+"""The library's on-demand server compaction (issue 29, provider rules 23-25), foreground.
+
+Through the real SDK client against the simulator, which enforces rules 23-27 on its own: a
+resident agent with ``Compact`` compacts at the end of a turn once its window passes the
+trigger; the block goes first on every later request, the kept reply's thinking is still sent
+and verifies; a later compaction covers the earlier block; no block leaves the history as it
+was; a reopened store renders the same request.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+
+from context_manager import Compact, ContextManager, Fold, Head, SQLiteStore, Store
+from context_manager.runtime import Agent
+from context_manager.simulator import Simulator
+from tests.helpers import (
+    GREP_TOOL,
+    PROBE_HEAD,
+    calling_script,
+    cli,
+    invalid_calls,
+    runtime_on,
+    thinking_signatures,
+)
+
+LONG = "The deploy log shows a slow migration again. " * 8
+"""About a hundred tokens: a few turns pass the trigger."""
+
+TRIGGER = 300
+
+
+def compaction_calls(sim: Simulator) -> list[Any]:
+    return [c for c in sim.calls if "compaction" in c.request]
+
+
+def compactions(cm: ContextManager) -> list[Any]:
+    return cm.messages(kind="compaction")
+
+
+def first_block(request: dict[str, Any]) -> dict[str, Any]:
+    first: dict[str, Any] = request["messages"][0]["content"][0]
+    return first
+
+
+async def agent_past_the_trigger(sim: Simulator, store: Store, asks: int = 1) -> Agent:
+    """An agent with ``Compact``, run turn by turn (the second with a tool round) until
+    ``asks`` compaction requests were sent."""
+    runtime = runtime_on(sim, store)
+    ada = runtime.register(
+        Agent("ada", PROBE_HEAD, tools={"probe": lambda _: "fine"}, strategy=Compact(TRIGGER))
+    )
+    for n in range(12):
+        await ada.run_turn(f"Turn {n}: {LONG}" + (" Please use tool probe." if n == 1 else ""))
+        if len(compaction_calls(sim)) >= asks:
+            break
+    return ada
+
+
+async def test_a_resident_agent_compacts_at_a_turn_end_and_sends_the_block_first(
+    store: Store,
+) -> None:
+    sim = Simulator(script=calling_script("probe"))
+    ada = await agent_past_the_trigger(sim, store)
+    assert len(compaction_calls(sim)) == 1
+    [block] = compactions(ada.context)
+    kept = ada.context.messages()[-2]  # the reply to the request that was compacted
+    assert kept.role == "assistant"
+    assert ada.context.messages()[-1] == block
+
+    await ada.run_turn("And what now?")
+
+    sent = sim.calls[-1].request
+    assert first_block(sent)["type"] == "compaction"
+    assert "compact-2026-09-04" in sim.calls[-1].betas
+    # the kept reply's thinking is still sent, after the block, and verifies
+    assert sent["messages"][0]["content"][1]["type"] == "thinking"
+    assert len(thinking_signatures(sent)) == 1
+    assert block.metadata.extra["covers_upto"] < kept.sequence
+    assert invalid_calls(sim) == []
+
+
+async def test_the_compaction_request_is_the_last_request_sent_with_the_compaction_field(
+    store: Store,
+) -> None:
+    sim = Simulator(script=calling_script("probe"))
+    await agent_past_the_trigger(sim, store)
+    [ask] = compaction_calls(sim)
+    before = sim.calls[sim.calls.index(ask) - 1].request
+    assert ask.request["messages"] == before["messages"]
+    assert ask.request.get("system") == before.get("system")
+    assert ask.request["tools"] == before["tools"]
+    assert ask.request["compaction"] == {"type": "summarize"}
+    assert ask.status == 200
+
+
+async def test_a_second_compaction_covers_the_previous_block(store: Store) -> None:
+    sim = Simulator(script=calling_script("probe"))
+    ada = await agent_past_the_trigger(sim, store, asks=2)
+    assert len(compactions(ada.context)) == 2
+    second = compaction_calls(sim)[1].request
+    assert first_block(second)["type"] == "compaction"  # the old block is summarized again
+
+    await ada.run_turn("Still there?")
+
+    sent = sim.calls[-1].request
+    blocks = [b for m in sent["messages"] for b in m["content"] if b["type"] == "compaction"]
+    assert len(blocks) == 1
+    assert "[earlier summary]" in blocks[0]["content"]
+    assert len(thinking_signatures(sent)) >= 1
+    assert invalid_calls(sim) == []
+
+
+async def test_a_compaction_that_returns_no_block_leaves_the_history_as_it_was(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    sim = Simulator(script=calling_script("probe"))
+    sim.fail_compaction_next(outcome="max_tokens")
+    with caplog.at_level(logging.INFO):
+        ada = await agent_past_the_trigger(sim, store)
+    assert len(compaction_calls(sim)) == 1
+    assert compactions(ada.context) == []
+    assert "compaction_skipped" in caplog.text
+    stored = ada.context.messages()
+
+    await ada.run_turn("And now?")  # compacted after this turn instead
+
+    assert ada.context.messages()[: len(stored)] == stored
+
+    assert len(compaction_calls(sim)) == 2
+    assert len(compactions(ada.context)) == 1
+    assert first_block(sim.calls[-2].request)["type"] != "compaction"
+    assert invalid_calls(sim) == []
+
+
+async def test_a_529_compaction_unavailable_is_retried_by_the_runtime(store: Store) -> None:
+    sim = Simulator(script=calling_script("probe"))
+    sim.fail_compaction_next(outcome="compaction_unavailable")
+    ada = await agent_past_the_trigger(sim, store)
+    assert [c.status for c in compaction_calls(sim)] == [529, 200]
+    assert len(compactions(ada.context)) == 1
+
+
+async def test_a_model_that_cannot_compact_falls_back_with_one_warning(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    fold = Fold(lambda covered: f"{len(covered)} messages", trigger_tokens=10_000)
+    head = Head(
+        model="claude-haiku-5-5",
+        system=PROBE_HEAD.system,
+        tools=PROBE_HEAD.tools,
+        settings=PROBE_HEAD.settings,
+    )
+    sim = Simulator()
+    runtime = runtime_on(sim, store)
+    ada = runtime.register(Agent("ada", head, strategy=Compact(TRIGGER, fallback=fold)))
+    with caplog.at_level(logging.WARNING):
+        for n in range(4):
+            await ada.run_turn(f"Turn {n}: {LONG}")
+    assert ada.context.strategy is fold
+    assert caplog.text.count("compaction_fallback") == 1
+    assert len(compaction_calls(sim)) == 1
+    assert compactions(ada.context) == []
+
+
+async def test_a_reopened_sqlite_store_renders_the_same_request_after_a_compaction(
+    sqlite_path: Any,
+) -> None:
+    sim = Simulator(script=calling_script("probe"))
+    ada = await agent_past_the_trigger(sim, SQLiteStore(sqlite_path))
+    ada.context.add_message("user", "One more question.")
+    before = ada.context.compile(PROBE_HEAD, dry_run=True).request
+
+    reopened = ContextManager.open(SQLiteStore(sqlite_path), namespace=ada.context.namespace)
+    after = reopened.compile(PROBE_HEAD, dry_run=True).request
+
+    assert after == before
+    assert first_block(after)["type"] == "compaction"
+    reply = await sim.client().beta.messages.create(**reopened.compile(PROBE_HEAD).request)
+    assert reply.input_transformations in (None, [])
+    assert invalid_calls(sim) == []
+
+
+async def test_a_tool_added_before_a_compaction_is_offered_again_after_the_next_user_turn(
+    store: Store,
+) -> None:
+    sim = Simulator()
+    client = sim.client()
+    cm = ContextManager.open(store, namespace="ada", strategy=Compact(50))
+    grown = Head(
+        model=PROBE_HEAD.model,
+        system=PROBE_HEAD.system,
+        tools=[*PROBE_HEAD.tools, GREP_TOOL],
+        settings=PROBE_HEAD.settings,
+    )
+    for n, head in enumerate((PROBE_HEAD, grown, grown)):
+        cm.add_message("user", f"Question {n}: {LONG}")
+        result = await cm.compile_async(head)
+        cm.record_reply(await client.beta.messages.create(**result.request), result)
+    assert await cm.compact_async(client) is not None
+
+    cm.add_message("user", "Search the logs.")
+    result = await cm.compile_async(grown)
+
+    sent = result.request["messages"]
+    assert [m["role"] for m in sent] == ["assistant", "user", "system"]
+    assert sent[-1]["content"] == [
+        {"type": "tool_addition", "tool": {"type": "tool_reference", "name": "grep"}}
+    ]
+    assert [b["type"] for b in sent[0]["content"]] == ["compaction", "thinking", "text"]
+    reply = await client.beta.messages.create(**result.request)
+    assert reply.input_transformations in (None, [])
+    assert invalid_calls(sim) == []
+
+
+def test_run_compacts_on_the_server_with_slash_compact_and_the_next_turn_keeps_going(
+    tmp_path: Any,
+) -> None:
+    path = tmp_path / "agent.db"
+    session = "\n".join(["/compact", "hello there", "/compact", "and now?", "/quit"])
+
+    done = cli("run", "--db", path, "--agent", "ada", stdin=session + "\n")
+
+    assert done.returncode == 0, done.stderr
+    said = done.stdout.splitlines()
+    assert any(line.startswith("nothing to compact now") for line in said)
+    assert any(line.startswith("compacted into block #") for line in said)
+    assert "!" not in "".join(line[:1] for line in said)  # no refused turn or command
+    store = SQLiteStore(path)
+    try:
+        blocks = ContextManager.open(store, namespace="ada").messages(kind="compaction")
+        assert len(blocks) == 1
+    finally:
+        store.close()
+
+
+def test_transcript_shows_a_compaction_block_as_a_marker_with_its_coverage(tmp_path: Any) -> None:
+    path = tmp_path / "agent.db"
+    done = cli("run", "--db", path, "--agent", "ada", stdin="hello there\n/compact\n")
+    assert done.returncode == 0, done.stderr
+
+    shown = cli("transcript", path).stdout.splitlines()
+
+    assert any(
+        line.endswith("assistant ⟨compaction: a server summary of everything up to #2⟩")
+        for line in shown
+    )
