@@ -54,7 +54,7 @@ from ._commit import commit
 from ._compact import CompactRender
 from ._fold import SUMMARY_KIND, FoldRequest, kept_thinking, plan_fold
 from ._host import CompileHost
-from ._inflight import Restored, restore_inflight
+from ._inflight import INFLIGHT_CAUSES, Restored, restore_inflight
 from ._observe import log_observed, observe_reply
 from ._pressure import PRESSURE
 from ._render import (
@@ -96,17 +96,6 @@ __all__ = [
     "CompileHost",
     "Compiler",
 ]
-
-
-INFLIGHT_CAUSES = {
-    "head": "a head or model change mid-round",
-    "prefix": "an earlier message changed mid-round",
-    "gap": "a thinking block before it was left out",
-    "unstamped": "it carries no stamp",
-    "released": "its thinking, or thinking before it, was released",
-    "shed": "thinking before it was shed",
-}
-"""What ``InFlightThinkingInvalid`` names as the cause, by why the first block fails."""
 
 
 class Compiler(WindowRenderer):

@@ -19,6 +19,16 @@ from context_manager._model._results import ProvenanceEntry, Source
 
 from ._render import RenderState
 
+INFLIGHT_CAUSES = {
+    "head": "a head or model change mid-round",
+    "prefix": "an earlier message changed mid-round",
+    "gap": "a thinking block before it was left out",
+    "unstamped": "it carries no stamp",
+    "released": "its thinking, or thinking before it, was released",
+    "shed": "thinking before it was shed",
+}
+"""What ``InFlightThinkingInvalid`` names as the cause, by why the first block fails."""
+
 
 def inflight_index(state: RenderState) -> int | None:
     """Index of the open round's assistant message in ``state.messages``, or ``None``.
