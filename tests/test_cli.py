@@ -208,9 +208,9 @@ def test_the_demo_summary_counts_lines_by_form_and_cause(
     summary = done.stdout.split("== Summary", 1)[1]
     rows = {tuple(line.split()[:2]): line.split()[-1] for line in summary.splitlines() if line}
     assert rows[("head", "head")] == "2"
-    assert rows[("count", "first")] == "1"
+    assert ("count", "first") not in rows  # a fork after main's first compile is no first one
     assert rows[("count", "messages")] == "1"
-    assert rows[("count", "drops")] == "3"
+    assert rows[("count", "drops")] == "2"
     assert rows[("at-least", "drops")] == "1"
     assert re.search(r"provider drops placed on stored replies\s+[1-9]", summary)
     assert re.search(r"provider drops that could not be placed\s+2", summary)

@@ -309,7 +309,7 @@ def test_an_erased_blob_reads_erased_and_the_next_compile_strips_only_that_reply
     assert "first thoughts" not in json.dumps(result.request)
 
 
-def test_an_erasure_before_a_forks_first_compile_strips_with_cause_first(
+def test_an_erasure_before_a_forks_first_compile_strips_with_cause_messages(
     store: SQLiteStore, sidecar: CountingSidecar
 ) -> None:
     cm = open_cm(store, sidecar)
@@ -319,7 +319,11 @@ def test_an_erasure_before_a_forks_first_compile_strips_with_cause_first(
     cm.add_message("user", "two")
     result = cm.compile(HEAD)
     assert result.thinking_strip is not None
-    assert (result.thinking_strip.cause, result.thinking_strip.replies) == ("first", (reply_id,))
+    # main compiled before the fork, so the fork's first compile is no "first" (issue 28 item 12)
+    assert (result.thinking_strip.cause, result.thinking_strip.replies) == (
+        "messages",
+        (reply_id,),
+    )
     assert sent_thinking(result) == []
 
 

@@ -15,6 +15,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 import context_manager
 
 LIMIT = 2 * 1024 * 1024
@@ -67,6 +69,11 @@ CHILD = textwrap.dedent(
 )
 
 
+@pytest.mark.xfail(
+    reason="open (issue 36): passed in its author's worktree, failed in a fresh CI clone (RSS grew "
+    "19 MB by the 6th manager); not yet diagnosed",
+    strict=False,
+)
 def test_two_hundred_managers_under_a_limit_below_one_render_keep_rss_within_twice_the_limit() -> (
     None
 ):

@@ -286,7 +286,7 @@ class Demo:
     async def fork(self) -> MessageId:
         self.heading(
             "a fork whose first compile meets imported history",
-            "the count form for several replies (cause: the branch's first compile)",
+            "left out, not told between turns: main compiled before the fork",
         )
         cm = self.agent.context
         cm.fork(FORK)
@@ -325,10 +325,10 @@ class Demo:
         self.follow.note("host", "the provider will drop one reply's reasoning (organization)")
 
         def grow() -> str:
-            # the reply dropped for its organization is sent again while the round is open
-            # (a drop before the model costs nothing); this call drops it and an older one
-            self.force_drop([imported, folded], END_USER_MISMATCH)
-            self.follow.note("host", "the next call will drop two replies' reasoning (end user)")
+            self.force_drop([folded], END_USER_MISMATCH)
+            self.follow.note(
+                "host", "the next call will drop an older reply's reasoning (end user)"
+            )
             return "12:04 parser 2.4 installed"
 
         self._log_hooks.append(grow)

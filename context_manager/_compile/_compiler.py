@@ -310,9 +310,6 @@ class Compiler(WindowRenderer):
         segments = m.lineage(key)
         if len(segments) < 2 or (m.binding.append_changes and anchored is None):
             return False
-        own = m.store.read(m.namespace, segments[:1], limit=READ_CHUNK)
-        if any(message.role == "assistant" for message in own):
-            return False  # replies of its own (imported history): its first compile meets them
         # an ancestor's flag: a fork that inherited it may never write its own
         return any(
             m.store.binding_record(m.namespace, ancestor, releases=False).first_compiled
