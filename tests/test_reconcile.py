@@ -381,3 +381,34 @@ async def test_a_window_from_a_question_asked_twice_is_matched_where_more_of_it_
     assert cm.current_branch().name == "main"
     assert len(result.request["messages"]) == 5
     assert invalid_calls(sim) == []
+
+
+async def test_a_rewind_after_a_followed_window_keeps_the_window_so_a_tool_round_stays_valid(
+    sim: Simulator, store: Store
+) -> None:
+    cm = ContextManager.open(store, namespace="ada")
+    client = sim.client()
+    messages: list[dict[str, Any]] = []
+
+    def slide() -> None:  # the framework drops its two oldest messages
+        del messages[:2]
+
+    await turn(client, cm, messages, "a question")
+    await turn(client, cm, messages, "a question")
+    slide()
+    await turn(client, cm, messages, "another one")
+    slide()
+    await turn(client, cm, messages, "another one")
+    slide()  # read as a rewind to the first "another one": its window still starts there
+    result = await turn(client, cm, messages, "please use probe")
+    assert [m["content"][0]["text"] for m in result.request["messages"][::2]] == [
+        "another one",
+        "please use probe",
+    ]
+    call = messages[-1]["content"][-1]
+    assert call["type"] == "tool_use"
+    answer = {"type": "tool_result", "tool_use_id": call["id"], "content": "ok"}
+    messages.append({"role": "user", "content": [answer]})
+    closing = await turn(client, cm, messages, None)
+    assert closing.thinking_strip is None  # the open round's thinking goes out, valid
+    assert invalid_calls(sim) == []

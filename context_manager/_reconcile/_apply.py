@@ -119,6 +119,7 @@ class _Side:
     entries: tuple[Entry, ...]
     sources: tuple[StoredMessage | None, ...]
     last_sequence: int
+    fold: StoredMessage | None = None
 
 
 def library_owned(message: StoredMessage) -> bool:
@@ -148,7 +149,9 @@ def stored_side(messages: Sequence[StoredMessage], cache: KeyCache | None = None
     entries: list[Entry] = []
     sources: list[StoredMessage | None] = []
     floor = -1
-    if summary is not None and summary.metadata.extra.get(HOST_FOLD):
+    if summary is not None and not summary.metadata.extra.get(HOST_FOLD):
+        summary = None
+    if summary is not None:
         floor = covers_upto(summary)
         for item in summary.metadata.extra.get(FRAMEWORK_MESSAGES) or ():
             role = str(item.get("role"))
@@ -163,7 +166,7 @@ def stored_side(messages: Sequence[StoredMessage], cache: KeyCache | None = None
         for stale in [mid for mid in cache if mid not in kept]:
             del cache[stale]
     last = messages[-1].sequence if messages else 0
-    return _Side(tuple(entries), tuple(sources), last)
+    return _Side(tuple(entries), tuple(sources), last, summary)
 
 
 def framework_entries(messages: Sequence[Mapping[str, Any]]) -> tuple[Entry, ...]:
@@ -278,6 +281,8 @@ def _apply(
 ) -> Reconciliation:
     framework = call.messages
     rewound = _rewind(host, side, steps) if steps.rewind_after is not None else None
+    if rewound is not None:
+        _carry_fold(host, side, steps)
     fold: _Fold | None = None
     if steps.fold_lead is not None:
         fold = _host_fold(host, side, framework[: steps.fold_lead], steps.fold_from)
@@ -336,6 +341,20 @@ def _rewind(host: ReconcileHost, side: _Side, steps: Plan) -> str | None:
     host.switch_branch(name)
     log.info("framework_rewound", branch=name, at=source.id)
     return name
+
+
+def _carry_fold(host: ReconcileHost, side: _Side, steps: Plan) -> None:
+    """After a rewind, store again on the new branch the followed host fold that was stored
+    after the rewind's message but covers only messages before it: the framework's window still
+    starts where it did, so what it dropped stays out of the request."""
+    fold, at = side.fold, steps.rewind_after
+    source = side.sources[at] if at is not None and at >= 0 else None
+    if fold is None or source is None or fold.sequence < source.sequence:
+        return
+    if covers_upto(fold) >= source.sequence:
+        return
+    host.add_message("user", fold.content, metadata=fold.metadata)
+    log.info("host_fold_carried", summary=fold.id, covers_upto=covers_upto(fold))
 
 
 @attrs.frozen
