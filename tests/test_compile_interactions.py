@@ -17,6 +17,7 @@ from helpers import (
     notice_texts,
     replies_with_thinking,
     runtime_on,
+    thinking_signatures,
     unmarked,
 )
 
@@ -300,3 +301,42 @@ async def test_a_release_during_a_tool_loop_waits_until_no_round_is_open(store: 
     assert after.thinking_strip is not None
     assert older in after.thinking_strip.replies
     assert loop[0] in after.thinking_strip.replies
+
+
+def two_thoughts_script(request: dict[str, Any]) -> list[Any]:
+    """``twice_script``, with two thinking blocks in every reply that is not a tool call."""
+    blocks = twice_script(request)
+    if blocks[-1] == "All read.":
+        return [{"type": "thinking", "thinking": "first"}, *blocks]
+    return blocks
+
+
+async def test_a_release_lowered_mid_round_holds_back_only_the_blocks_it_added(
+    store: Store,
+) -> None:
+    """Issue 28 item 3, found by the model-based suite: a reply's second block was released and
+    told before the round; mid-round the host releases it from its first block. The hold-back
+    waits with the first block only: the second stays out of every request of the loop."""
+    sim = Simulator(script=two_thoughts_script)
+    client = sim.client()
+    cm = ContextManager.open(store, namespace="ada")
+    for text in ("Hi.", "Hello."):  # the first reply's thinking stays: a release after it gaps
+        cm.add_message("user", text)
+        result = cm.compile(THINKING_HEAD)
+        older = cm.record_reply(await client.beta.messages.create(**result.request), result)
+    sent = thinking_signatures(cm.compile(THINKING_HEAD, dry_run=True).request)
+    assert len(sent) == 4  # both replies' two blocks go out
+    cm.release_thinking(older, from_block=1)
+    cm.add_message("user", "Please use tool read_log.")
+    for step in range(3):
+        result = cm.compile(THINKING_HEAD)
+        assert sent[3] not in thinking_signatures(result.request), step
+        call = await client.beta.messages.create(**result.request)
+        cm.record_reply(call, result)
+        if step == 0:
+            cm.release_thinking(older)
+        if call.stop_reason != "tool_use":
+            break
+        use = call.content[-1]
+        cm.add_message("user", [{"type": "tool_result", "tool_use_id": use.id, "content": "ok"}])  # type: ignore[union-attr]
+    assert invalid_calls(sim) == []

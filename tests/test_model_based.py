@@ -1195,12 +1195,6 @@ def _model_settings(profile: str = "ci") -> settings:
     )
 
 
-@pytest.mark.xfail(
-    reason="open (issue 28): after this round's hold-back of releases made mid-round the "
-    "reference and the library disagree on some histories (a released block sent); not yet "
-    "diagnosed",
-    strict=False,
-)
 @pytest.mark.parametrize("profile", PROFILES)
 def test_no_invalid_block_is_sent_no_valid_one_is_stripped_and_each_loss_is_told_once(
     profile: str,
@@ -1226,12 +1220,6 @@ class PostgresMachine(ReliabilityMachine):
     """The same machine, every example on a fresh PostgreSQL schema."""
 
 
-@pytest.mark.xfail(
-    reason="open (issue 28): after this round's hold-back of releases made mid-round the "
-    "reference and the library disagree on some histories (a released block sent); not yet "
-    "diagnosed",
-    strict=False,
-)
 @pytest.mark.parametrize("profile", PROFILES)
 def test_the_same_holds_on_postgresql(postgres_server: Server, profile: str) -> None:
     """The whole machine, each example on ``PostgresStore``: at its full profile (300 examples,
@@ -1352,12 +1340,6 @@ def test_a_thinking_block_cut_from_a_reply_released_earlier_is_not_counted_as_lo
     )
 
 
-@pytest.mark.xfail(
-    reason="open (issue 28): after this round's hold-back of releases made mid-round the "
-    "reference and the library disagree on some histories (a released block sent); not yet "
-    "diagnosed",
-    strict=False,
-)
 def test_a_thinking_block_cut_from_a_reply_whose_blocks_a_drop_released_stays_counted() -> None:
     """A second sequence: an organization drop released both thinking blocks of a reply (each
     reported); the host cut out the first, and the second, one place lower, is still the block

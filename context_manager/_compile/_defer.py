@@ -12,9 +12,12 @@ render is never kept for the next compile, which judges afresh.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Mapping
 
 import attrs
+
+from context_manager._model._messages import MessageId
+from context_manager._store._protocol import Release
 
 from ._fold import FoldRequest
 from ._inflight import inflight_index
@@ -40,7 +43,7 @@ def defer_releases(run: Run, draft: Draft) -> Generator[FoldRequest, str, Draft]
         return draft
     source = state.provenance[index].single_source
     inflight = source.message_id if source is not None else None
-    held = attrs.evolve(ctx, releases={m: r for m, r in ctx.releases.items() if m not in recent})
+    held = attrs.evolve(ctx, releases=_without_recent(ctx.releases, recent))
     without = run.engine.full_render(run, held, start=state.start, pending=draft.pending())
     lost = [
         spot
@@ -50,3 +53,18 @@ def defer_releases(run: Run, draft: Draft) -> Generator[FoldRequest, str, Draft]
     if not lost:
         return draft
     return attrs.evolve(draft, state=without, ctx=held, deferred=True)
+
+
+def _without_recent(
+    releases: Mapping[MessageId, Release], recent: set[MessageId]
+) -> dict[MessageId, Release]:
+    """``releases`` with the recent ones held back. A recent release that lowered an earlier,
+    reported one holds back only the blocks it added: the earlier one's blocks stay released
+    (they were released before the round, or were already applied and told in it)."""
+    kept: dict[MessageId, Release] = {}
+    for mid, release in releases.items():
+        if mid not in recent:
+            kept[mid] = release
+        elif release.reported_from is not None:
+            kept[mid] = Release(mid, release.reported_from, True)
+    return kept
