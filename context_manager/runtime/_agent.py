@@ -21,6 +21,7 @@ import anthropic
 import attrs
 
 from context_manager._binding._drops import parse_input_transformations, place_thinking_drops
+from context_manager._compile._caching import Caching
 from context_manager._compile._fold import SUMMARY_KIND
 from context_manager._compile._strategies import Passthrough, Strategy
 from context_manager._manager import ContextManager
@@ -118,6 +119,8 @@ class Agent:
     reasoning: ReasoningCapture | Literal[False] | None = None
     editing: ContextEditing | None = None
     """Server-side context editing for the agent's requests (``ContextEditing``), or ``None``."""
+    caching: Caching | None = attrs.field(default=None, kw_only=True)
+    """Prompt-cache breakpoints and cache diagnostics (``Caching``; ``None``: the default)."""
     on_reasoning: ReasoningSink | None = attrs.field(default=None, kw_only=True)
     live: ReasoningHub = attrs.field(init=False, repr=False)
     """The agent's live reasoning hub (``ReasoningHub``): its buffer, sink and subscribers."""
