@@ -226,3 +226,23 @@ def test_transcript_usage_sums_expected_and_unexpected_divergences(tmp_path: Pat
 def test_caching_keeps_its_api_with_diagnostics_keyword_only(diagnostics: bool) -> None:
     caching = Caching(True, "1h", diagnostics=diagnostics)
     assert (caching.enabled, caching.ttl, caching.diagnostics) == (True, "1h", diagnostics)
+
+
+def test_a_comparison_still_pending_is_recorded_as_pending_and_never_unexpected() -> None:
+    s = Session(thinks=False)
+    s.call("hello")
+    s.cm.add_message("user", "again")
+    result = s.cm.compile(s.head)
+    answer = {
+        "id": "msg_pending",
+        "role": "assistant",
+        "content": [{"type": "text", "text": "ok"}],
+        "diagnostics": {"cache_miss_reason": None},
+    }
+    with capture_logs() as logs:
+        reply = s.cm.record_reply(answer, result)
+    verdict = s.verdict(reply)
+    assert verdict is not None
+    assert (verdict["reason"], verdict["unexpected"]) == ("pending", False)
+    assert s.cm.get_message(reply).metadata.extra["response_id"] == "msg_pending"
+    assert [e["reason"] for e in logs if e["event"] == "cache_diagnosed"] == ["pending"]

@@ -28,6 +28,7 @@ from context_manager._model._diagnostics import (
     judge,
     response_id,
 )
+from context_manager._model._errors import ContextManagerError
 from context_manager._model._log import library_logger
 from context_manager._model._messages import MessageId
 from context_manager._model._results import CompileResult
@@ -104,6 +105,16 @@ def previous_reply(result: CompileResult) -> MessageId | None:
     return None
 
 
+def _recorded(m: CompileHost, reply: MessageId) -> Mapping[str, Any]:
+    """The previous reply's ``metadata.extra``; empty when it cannot be read (the request then
+    opts in afresh: diagnostics never fail a compile)."""
+    try:
+        return m.store.get(m.namespace, reply).metadata.extra
+    except ContextManagerError as err:
+        log.info("cache_diagnostics_unread", namespace=m.namespace, reply=reply, error=repr(err))
+        return {}
+
+
 def diagnose(m: CompileHost, result: CompileResult) -> CompileResult:
     """The stage: ``result`` with ``diagnostics`` in its request and its ``cache_check``
     (unchanged when ``Caching(diagnostics=False)``)."""
@@ -111,7 +122,7 @@ def diagnose(m: CompileHost, result: CompileResult) -> CompileResult:
         return result
     basis = request_basis(result.request, result.start_sequence)
     reply = previous_reply(result)
-    extra = m.store.get(m.namespace, reply).metadata.extra if reply is not None else {}
+    extra = _recorded(m, reply) if reply is not None else {}
     sent = extra.get(RESPONSE_ID_KEY)
     earlier = extra.get(BASIS_KEY)
     if not isinstance(sent, str) or not isinstance(earlier, Mapping):
