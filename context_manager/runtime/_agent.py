@@ -59,6 +59,16 @@ log = library_logger("context_manager.runtime")
 INTERRUPTED_TEXT = "This tool call was interrupted before it finished; run it again if needed."
 """The result ``resume_turn`` gives a call whose answer was never stored."""
 
+__all__ = [
+    "CALL_USAGE_EVENT",
+    "INTERRUPTED_TEXT",
+    "MAX_CALLS_PER_TURN",
+    "Agent",
+    "Turn",
+    "TurnResult",
+]
+"""``Turn`` and ``TurnResult`` live in ``_turn``; importing them from here still works."""
+
 MAX_CALLS_PER_TURN = 200
 """A runaway tool loop stops here rather than calling the model forever."""
 
