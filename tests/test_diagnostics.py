@@ -246,3 +246,22 @@ def test_a_comparison_still_pending_is_recorded_as_pending_and_never_unexpected(
     assert (verdict["reason"], verdict["unexpected"]) == ("pending", False)
     assert s.cm.get_message(reply).metadata.extra["response_id"] == "msg_pending"
     assert [e["reason"] for e in logs if e["event"] == "cache_diagnosed"] == ["pending"]
+
+
+def test_a_reopened_store_names_the_same_previous_reply_and_keeps_the_verdicts(
+    store: Store,
+) -> None:
+    s = Session(ContextManager.open(store, namespace="ada", caching=DIAGNOSING))
+    s.call("hello")
+    second = s.call("again")
+    s.cm.add_message("user", "third")
+    before = s.cm.compile(s.head, dry_run=True).request["diagnostics"]
+    reopened = ContextManager.open(store, namespace="ada", caching=DIAGNOSING)
+    after = reopened.compile(s.head, dry_run=True).request["diagnostics"]
+    assert (
+        before
+        == after
+        == {"previous_message_id": reopened.get_message(second).metadata.extra["response_id"]}
+    )
+    verdict = reopened.get_message(second).metadata.extra["cache_diagnostics"]
+    assert (verdict["reason"], verdict["unexpected"]) == (None, False)
