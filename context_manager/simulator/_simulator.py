@@ -130,8 +130,7 @@ class Simulator:
         compaction_models: the models that take on-demand compaction. Default: the documented
             list ``COMPACTION_MODELS``; pass a superset to extend it.
 
-    Cache diagnostics: a request carrying ``diagnostics`` has its fingerprint kept under its
-    reply's id (``diagnostics``, ``_diagnose``); one naming an earlier reply's id in
+    Cache diagnostics (``_diagnose``): a request naming an earlier reply's id in
     ``diagnostics.previous_message_id`` gets back the first divergence from that request.
 
     Example:
