@@ -1,0 +1,195 @@
+"""LangGraph with ``TranscriptCheckpointer``: a real graph, ``ChatAnthropic`` through the gateway.
+
+The graph is LangGraph's own (``StateGraph`` over ``MessagesState``, its ``ToolNode`` and
+``tools_condition``); its model is LangChain's ``ChatAnthropic`` with its base URL at the gateway
+(uvicorn on loopback), which answers from the simulator. The checkpointer shares the gateway's
+agents, so the thread's replies are the transcript's, loaded back with their recorded thinking.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from helpers import invalid_calls, serve, thinking_signatures
+
+from context_manager import REASONING_LOSS_KIND, ContextManager, Store
+from context_manager.adapters import AGENT_HEADER, gateway_app
+from context_manager.simulator import Simulator
+
+pytest.importorskip("uvicorn")
+chat_models = pytest.importorskip("langchain_anthropic")
+pytest.importorskip("langgraph")
+
+from langchain_core.messages import AIMessage, HumanMessage  # noqa: E402
+from langchain_core.tools import tool  # noqa: E402
+from langgraph.graph import START, MessagesState, StateGraph  # noqa: E402
+from langgraph.prebuilt import ToolNode, tools_condition  # noqa: E402
+
+from context_manager.adapters._records import decoded, record_of  # noqa: E402
+from context_manager.adapters.langgraph import (  # noqa: E402
+    CHECKPOINT_KIND,
+    RECORDS_SUFFIX,
+    TranscriptCheckpointer,
+)
+
+MODEL = "claude-opus-5-5"
+THREAD = {"configurable": {"thread_id": "ada"}}
+
+
+@tool
+def read_log() -> str:
+    """Read the service log."""
+    return "all quiet since 12:05"
+
+
+@pytest.fixture
+def sim() -> Simulator:
+    return Simulator()
+
+
+@pytest.fixture
+def gateway(sim: Simulator, store: Store) -> Iterator[tuple[str, Any]]:
+    """The gateway (no upstream: the simulator) and its agents."""
+    app = gateway_app(store, simulator_client=sim.client())
+    with serve(app) as url:
+        yield url, app.state.gateway.agents
+
+
+def graph(url: str, checkpointer: Any) -> Any:
+    """A tool-calling agent: the model node, LangGraph's tool node, its condition."""
+    llm = chat_models.ChatAnthropic(
+        model=MODEL,
+        base_url=url,
+        api_key="mine",
+        max_tokens=1024,
+        streaming=True,
+        thinking={"type": "adaptive"},
+        default_headers={AGENT_HEADER: "ada"},
+        max_retries=0,
+    ).bind_tools([read_log])
+
+    def agent(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [llm.invoke(state["messages"])]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", agent)
+    builder.add_node("tools", ToolNode([read_log]))
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", tools_condition)
+    builder.add_edge("tools", "agent")
+    return builder.compile(checkpointer=checkpointer)
+
+
+def ask(app: Any, words: str) -> list[Any]:
+    result = app.invoke({"messages": [HumanMessage(words)]}, THREAD)
+    messages: list[Any] = result["messages"]
+    return messages
+
+
+def signatures_of(messages: list[Any]) -> list[str]:
+    return [
+        block["signature"]
+        for m in messages
+        if isinstance(m, AIMessage) and isinstance(m.content, list)
+        for block in m.content
+        if isinstance(block, dict) and block.get("type") == "thinking"
+    ]
+
+
+def recorded_signatures(store: Store) -> list[str]:
+    cm = ContextManager.open(store, namespace="ada")
+    return [
+        b.signature
+        for m in cm.messages()
+        if m.role == "assistant"
+        for b in m.content
+        if getattr(b, "signature", None)
+    ]
+
+
+def test_a_threads_tool_loops_keep_every_replys_thinking_across_a_restart(
+    sim: Simulator, store: Store, gateway: tuple[str, Any]
+) -> None:
+    url, agents = gateway
+    first = graph(url, TranscriptCheckpointer(store, agents=agents))
+    ask(first, "please use read_log")
+    ask(first, "and again: please use read_log")
+    # a restart: a new checkpointer (and graph) over the same store
+    second = graph(url, TranscriptCheckpointer(store))
+    messages = ask(second, "one more time, please use read_log")
+    assert len(sim.calls) == 6  # three tool loops of two calls each
+    assert [call.status for call in sim.calls] == [200] * 6
+    assert [call.dropped for call in sim.calls] == [()] * 6
+    assert invalid_calls(sim) == []
+    assert len(thinking_signatures(sim.requests[-1])) == 5  # every earlier reply's thinking
+    assert signatures_of(messages) == recorded_signatures(store)
+    cm = ContextManager.open(store, namespace="ada")
+    assert cm.messages(kind=REASONING_LOSS_KIND) == []
+    kinds = [type(m).__name__ for m in messages]
+    assert kinds == ["HumanMessage", "AIMessage", "ToolMessage", "AIMessage"] * 3
+
+
+def test_a_reply_whose_thinking_the_graphs_copy_lost_is_loaded_with_its_recorded_thinking(
+    sim: Simulator, store: Store, gateway: tuple[str, Any]
+) -> None:
+    url, agents = gateway
+    app = graph(url, TranscriptCheckpointer(store, agents=agents))
+    messages = ask(app, "please use read_log")
+    reply = messages[1]
+    recorded = signatures_of([reply])
+    stripped = [b for b in reply.content if b.get("type") != "thinking"]
+    app.update_state(THREAD, {"messages": [reply.model_copy(update={"content": stripped})]})
+    loaded = app.get_state(THREAD).values["messages"]
+    assert signatures_of([loaded[1]]) == recorded
+    assert len(recorded) == 1
+
+
+def test_the_thread_keeps_its_replies_in_the_transcript_not_in_the_checkpoints(
+    store: Store, gateway: tuple[str, Any]
+) -> None:
+    url, agents = gateway
+    saver = TranscriptCheckpointer(store, agents=agents)
+    ask(graph(url, saver), "please use read_log")
+    transcript = ContextManager.open(store, namespace="ada")
+    replies = [m.id for m in transcript.messages() if m.role == "assistant"]
+    newest = record_of(saver.records("ada").newest(CHECKPOINT_KIND, limit=1)[0])
+    kept = [saver.serde.loads_typed(decoded(item["lc"])) for item in newest["messages"]]
+    assert [item.get("reply") for item in newest["messages"]] == [
+        None,
+        replies[0],
+        None,
+        replies[1],
+    ]
+    assert [m.content for m in kept if isinstance(m, AIMessage)] == [[], []]
+    assert len(replies) == 2
+
+
+def test_a_deleted_thread_starts_over_and_its_records_stay_stored(
+    sim: Simulator, store: Store, gateway: tuple[str, Any]
+) -> None:
+    url, agents = gateway
+    saver = TranscriptCheckpointer(store, agents=agents)
+    app = graph(url, saver)
+    ask(app, "hello")
+    assert saver.get_tuple(THREAD) is not None
+    saver.delete_thread("ada")
+    assert saver.get_tuple(THREAD) is None
+    assert list(saver.list(THREAD)) == []
+    records = ContextManager.open(store, namespace=f"ada{RECORDS_SUFFIX}")
+    hidden = store.branches(records.namespace)
+    assert any(b.deleted for b in hidden) or len(records.list_branches()) == 1
+
+
+async def test_the_async_methods_run_a_graph_too(
+    sim: Simulator, store: Store, gateway: tuple[str, Any]
+) -> None:
+    url, agents = gateway
+    app = graph(url, TranscriptCheckpointer(store, agents=agents))
+    result = await app.ainvoke({"messages": [HumanMessage("please use read_log")]}, THREAD)
+    again = await app.aget_state(THREAD)
+    assert signatures_of(again.values["messages"]) == signatures_of(result["messages"])
+    history = [item async for item in app.checkpointer.alist(THREAD)]
+    assert len(history) >= 4
+    assert [call.status for call in sim.calls] == [200, 200]
