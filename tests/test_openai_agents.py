@@ -1,23 +1,28 @@
 """The OpenAI Agents SDK's ``Runner`` with ``TranscriptSession``, on every store.
 
-The model is the SDK's own test double (``agents.testing.ScriptedModel``): the Agents SDK reaches
-Claude only through LiteLLM or any-llm (neither installed here; both call out over the network),
-so the session is exercised with the SDK's Runner, its tool loop and its own item shapes. The
-reasoning item is the one the SDK's LiteLLM route builds from a Claude reply: its signed
-``thinking_blocks`` in ``provider_data``, the signatures in ``encrypted_content``.
+The protocol tests use the SDK's own model double (``agents.testing.ScriptedModel``) with the
+reasoning item the SDK's LiteLLM route builds from a Claude reply (its signed ``thinking_blocks``
+in ``provider_data``, the signatures in ``encrypted_content``). The last test runs a real Agents
+SDK agent on Claude: the SDK's ``LitellmModel`` with its base URL at the gateway, which answers
+from the simulator.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from helpers import invalid_calls, serve, thinking_signatures
 
 from context_manager import ContextManager, Store
+from context_manager.adapters import AGENT_HEADER, gateway_app
+from context_manager.simulator import Simulator
 
 agents = pytest.importorskip("agents")
 
-from agents import Agent, RunConfig, Runner, function_tool  # noqa: E402
+from agents import Agent, ModelSettings, RunConfig, Runner, function_tool  # noqa: E402
 from agents.memory import Session  # noqa: E402
 from agents.testing import ScriptedModel, assistant_message, function_call  # noqa: E402
 from openai.types.responses import ResponseReasoningItem  # noqa: E402
@@ -29,6 +34,7 @@ from context_manager.adapters.openai_agents import (  # noqa: E402
     TranscriptSession,
 )
 
+MODEL = "claude-opus-5-5"
 OFFLINE = RunConfig(tracing_disabled=True)
 THINKING = {"type": "thinking", "thinking": "the log first", "signature": "sig-abc-123"}
 
@@ -143,3 +149,75 @@ async def test_popping_the_only_item_and_clearing_leave_an_empty_session(store: 
 async def test_sessions_do_not_see_each_others_items(store: Store) -> None:
     await TranscriptSession("ada", store).add_items([{"role": "user", "content": "ada's"}])
     assert await TranscriptSession("bob", store).get_items() == []
+
+
+# A real Agents SDK agent on Claude: the SDK's LiteLLM model, its base URL at the gateway
+# (uvicorn on loopback), which answers from the simulator. Nothing leaves the machine.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no price list from the network
+
+
+LITELLM_IMPORT_WARNINGS = pytest.mark.filterwarnings(
+    "ignore:Items? .* using the `ReadOnly` qualifier:UserWarning"  # litellm's own types
+)
+
+
+@pytest.fixture
+def gateway(store: Store) -> Iterator[tuple[str, Simulator]]:
+    pytest.importorskip("uvicorn")
+    sim = Simulator()
+    with serve(gateway_app(store, simulator_client=sim.client())) as url:
+        yield url, sim
+
+
+def claude_agent(url: str, effort: str | None) -> Agent[Any]:
+    litellm_model = pytest.importorskip("agents.extensions.models.litellm_model")
+    from openai.types.shared import Reasoning
+
+    model = litellm_model.LitellmModel(model=f"anthropic/{MODEL}", base_url=url, api_key="mine")
+    settings = ModelSettings(
+        max_tokens=1024,
+        reasoning=Reasoning(effort=effort) if effort else None,  # type: ignore[arg-type]
+        extra_headers={AGENT_HEADER: "ada"},
+    )
+    return Agent(
+        name="ada",
+        instructions="You are Ada.",
+        model=model,
+        tools=[read_log],
+        model_settings=settings,
+    )
+
+
+def recorded_signatures(store: Store) -> list[str]:
+    cm = ContextManager.open(store, namespace="ada")
+    return [
+        b.signature
+        for m in cm.messages()
+        if m.role == "assistant"
+        for b in m.content
+        if getattr(b, "signature", None)
+    ]
+
+
+@LITELLM_IMPORT_WARNINGS
+async def test_an_agents_sdk_agent_on_claude_keeps_every_replys_thinking_across_a_restart(
+    store: Store, gateway: tuple[str, Simulator]
+) -> None:
+    url, sim = gateway
+    questions = ("please use read_log", "and again, please use read_log")
+    for question in questions:  # each run a new agent and session: a restart in between
+        session = TranscriptSession("ada", store)
+        await Runner.run(claude_agent(url, "medium"), question, session=session, run_config=OFFLINE)
+    assert len(sim.calls) == 4
+    assert [call.status for call in sim.calls] == [200] * 4
+    assert [call.dropped for call in sim.calls] == [()] * 4
+    assert invalid_calls(sim) == []
+    assert len(thinking_signatures(sim.requests[-1])) == 3  # every earlier reply's thinking
+    items = await TranscriptSession("ada", store).get_items()
+    kept = [
+        block["signature"]
+        for item in reasoning_in(items)
+        for block in item["provider_data"]["thinking_blocks"]
+    ]
+    assert kept == recorded_signatures(store)
+    assert len(kept) == 4
