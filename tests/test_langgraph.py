@@ -57,7 +57,7 @@ def gateway(sim: Simulator, store: Store) -> Iterator[tuple[str, Any]]:
         yield url, app.state.gateway.agents
 
 
-def graph(url: str, checkpointer: Any) -> Any:
+def graph(url: str, checkpointer: Any, **compiled: Any) -> Any:
     """A tool-calling agent: the model node, LangGraph's tool node, its condition."""
     llm = chat_models.ChatAnthropic(
         model=MODEL,
@@ -79,7 +79,7 @@ def graph(url: str, checkpointer: Any) -> Any:
     builder.add_edge(START, "agent")
     builder.add_conditional_edges("agent", tools_condition)
     builder.add_edge("tools", "agent")
-    return builder.compile(checkpointer=checkpointer)
+    return builder.compile(checkpointer=checkpointer, **compiled)
 
 
 def ask(app: Any, words: str) -> list[Any]:
@@ -193,3 +193,46 @@ async def test_the_async_methods_run_a_graph_too(
     history = [item async for item in app.checkpointer.alist(THREAD)]
     assert len(history) >= 4
     assert [call.status for call in sim.calls] == [200, 200]
+
+
+def test_going_back_to_an_earlier_checkpoint_keeps_every_earlier_replys_thinking(
+    sim: Simulator, store: Store, gateway: tuple[str, Any]
+) -> None:
+    url, agents = gateway
+    app = graph(url, TranscriptCheckpointer(store, agents=agents))
+    ask(app, "please use read_log")
+    ask(app, "hello")
+    before = next(  # the checkpoint the second question started from
+        s for s in app.get_state_history(THREAD) if len(s.values.get("messages", [])) == 4
+    )
+    app.invoke({"messages": [HumanMessage("something else")]}, before.config)
+    assert [call.status for call in sim.calls] == [200] * 4
+    assert [call.dropped for call in sim.calls] == [()] * 4
+    assert invalid_calls(sim) == []
+    assert len(thinking_signatures(sim.requests[-1])) == 2  # the first question's replies
+    texts = [m.content for m in app.get_state(THREAD).values["messages"] if m.type == "human"]
+    assert texts == ["please use read_log", "something else"]
+    cm = ContextManager.open(store, namespace="ada")
+    assert "main~1" in {b.name for b in cm.list_branches()}
+
+
+def test_a_graph_stopped_inside_its_tool_loop_resumes_after_a_restart(
+    sim: Simulator, store: Store, gateway: tuple[str, Any]
+) -> None:
+    url, agents = gateway
+    stopped = graph(url, TranscriptCheckpointer(store, agents=agents), interrupt_before=["tools"])
+    ask(stopped, "please use read_log")
+    assert stopped.get_state(THREAD).next == ("tools",)
+    resumed = graph(url, TranscriptCheckpointer(store), interrupt_before=["tools"])
+    assert resumed.get_state(THREAD).next == ("tools",)
+    messages = resumed.invoke(None, THREAD)["messages"]
+    assert [type(m).__name__ for m in messages] == [
+        "HumanMessage",
+        "AIMessage",
+        "ToolMessage",
+        "AIMessage",
+    ]
+    assert [call.status for call in sim.calls] == [200, 200]
+    assert [call.dropped for call in sim.calls] == [(), ()]
+    assert invalid_calls(sim) == []
+    assert len(thinking_signatures(sim.requests[-1])) == 1  # the open tool round's thinking

@@ -13,8 +13,9 @@ Invariants: the checkpointer only reads the agent's transcript, never writes it 
 calls are its one writer); a reply is referenced only when its words and tool calls are the
 graph's copy's (an edited reply is kept as the graph wrote it); records are appended, never
 rewritten, and ``delete_thread`` hides a thread's records (they stay stored) and leaves the
-agent's transcript as it is. Cost: a checkpoint is found from the newest record back; a
-thread's pending writes are read from its write records (O(writes of the thread)).
+agent's transcript as it is. Cost: a checkpoint is found from the newest record back, and its
+pending writes are read from the thread's write records (O(records of the thread));
+``list`` reads the write records once per thread.
 """
 
 from __future__ import annotations
@@ -248,12 +249,18 @@ class TranscriptCheckpointer(BaseCheckpointSaver[str]):
                 return thread_id, record
         return None
 
-    def _writes(self, thread_id: str, ns: str, checkpoint_id: str) -> list[PendingWrite]:
-        kept: dict[tuple[str, int], tuple[str, str, list[str], str]] = {}
+    def _write_records(self, thread_id: str) -> dict[tuple[str, str], list[dict[str, Any]]]:
+        """The thread's write records by ``(checkpoint_ns, checkpoint_id)``, oldest first."""
+        found: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for message in self.records(thread_id).oldest_first(WRITES_KIND):
             record = record_of(message)
-            if record["ns"] != ns or record["checkpoint"] != checkpoint_id:
-                continue
+            found.setdefault((record["ns"], record["checkpoint"]), []).append(record)
+        return found
+
+    def _writes(self, records: Sequence[dict[str, Any]]) -> list[PendingWrite]:
+        """One checkpoint's pending writes from its write records, in ``writes_sort_key`` order."""
+        kept: dict[tuple[str, int], tuple[str, str, list[str], str]] = {}
+        for record in records:
             for idx, channel, value in record["writes"]:
                 spot = (str(record["task"]), int(idx))
                 if spot[1] >= 0 and spot in kept:
@@ -264,7 +271,12 @@ class TranscriptCheckpointer(BaseCheckpointSaver[str]):
             (kept[s][0], kept[s][1], self.serde.loads_typed(decoded(kept[s][2]))) for s in order
         ]
 
-    def _tuple(self, thread_id: str, record: dict[str, Any]) -> CheckpointTuple:
+    def _tuple(
+        self,
+        thread_id: str,
+        record: dict[str, Any],
+        writes: dict[tuple[str, str], list[dict[str, Any]]] | None = None,
+    ) -> CheckpointTuple:
         ns, checkpoint_id, parent = record["ns"], record["id"], record["parent"]
         checkpoint: Checkpoint = self.serde.loads_typed(decoded(record["checkpoint"]))
         if record.get("messages") is not None:
@@ -282,7 +294,11 @@ class TranscriptCheckpointer(BaseCheckpointSaver[str]):
             checkpoint=checkpoint,
             metadata=self.serde.loads_typed(decoded(record["metadata"])),
             parent_config=config_of(parent) if parent else None,
-            pending_writes=self._writes(thread_id, ns, checkpoint_id),
+            pending_writes=self._writes(
+                (writes if writes is not None else self._write_records(thread_id)).get(
+                    (ns, checkpoint_id), []
+                )
+            ),
         )
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
@@ -315,13 +331,14 @@ class TranscriptCheckpointer(BaseCheckpointSaver[str]):
         ceiling = get_checkpoint_id(before) if before else None
         left = limit
         for thread_id in self._threads(config):
+            writes = self._write_records(thread_id)  # read once for the thread's checkpoints
             for message in self.records(thread_id).newest(CHECKPOINT_KIND):
                 record = record_of(message)
                 if (ns is not None and record["ns"] != ns) or (wanted and record["id"] != wanted):
                     continue
                 if ceiling and record["id"] >= ceiling:
                     continue
-                found = self._tuple(thread_id, record)
+                found = self._tuple(thread_id, record, writes)
                 if filter and any(found.metadata.get(k) != v for k, v in filter.items()):
                     continue
                 if left is not None:
