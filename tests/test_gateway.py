@@ -328,3 +328,23 @@ async def test_pydantic_ai_by_base_url_through_the_gateway_keeps_every_replys_th
     assert [call.dropped for call in sim.calls] == [()] * 4
     assert len(thinking_signatures(sim.requests[-1])) == 3
     assert invalid_calls(sim) == []
+
+
+def test_a_long_call_the_caller_sends_without_streaming_is_answered(
+    sim: Simulator, store: Store, offline: str
+) -> None:
+    """LiteLLM (the Agents SDK's route to Claude) sends a large ``max_tokens`` without
+    streaming; the API takes it, so the gateway does too (the ``anthropic`` SDK's own
+    client-side refusal of long non-streaming calls is the caller's choice, not the gateway's)."""
+    raw = httpx2.post(
+        f"{offline}/v1/messages",
+        headers={"x-api-key": "mine", "anthropic-version": "2023-06-01", **AGENT},
+        json={
+            "model": MODEL,
+            "max_tokens": 64000,
+            "messages": [{"role": "user", "content": "hi"}],
+        },
+    )
+    assert raw.status_code == 200
+    assert [call.status for call in sim.calls] == [200]
+    assert sim.requests[0]["max_tokens"] == 64000

@@ -175,7 +175,6 @@ def claude_agent(url: str, effort: str | None) -> Agent[Any]:
 
     model = litellm_model.LitellmModel(model=f"anthropic/{MODEL}", base_url=url, api_key="mine")
     settings = ModelSettings(
-        max_tokens=1024,
         reasoning=Reasoning(effort=effort) if effort else None,  # type: ignore[arg-type]
         extra_headers={AGENT_HEADER: "ada"},
     )
