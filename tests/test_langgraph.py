@@ -236,3 +236,23 @@ def test_a_graph_stopped_inside_its_tool_loop_resumes_after_a_restart(
     assert [call.dropped for call in sim.calls] == [(), ()]
     assert invalid_calls(sim) == []
     assert len(thinking_signatures(sim.requests[-1])) == 1  # the open tool round's thinking
+
+
+def test_a_long_threads_every_checkpoint_is_listed_and_found_by_its_id(
+    store: Store, gateway: tuple[str, Any]
+) -> None:
+    url, agents = gateway
+    saver = TranscriptCheckpointer(store, agents=agents)
+    app = graph(url, saver)
+    for n in range(8):
+        ask(app, f"hello {n}")
+    history = list(saver.list(THREAD))
+    stored = saver.records("ada").newest(CHECKPOINT_KIND)
+    assert len(history) == len(stored) > 16  # more than one page of records
+    ids = [t.checkpoint["id"] for t in history]
+    assert ids == sorted(ids, reverse=True)
+    oldest = saver.get_tuple(history[-1].config)
+    assert oldest is not None
+    assert oldest.checkpoint["id"] == ids[-1]
+    assert len(list(saver.list(THREAD, limit=3))) == 3
+    assert [t.checkpoint["id"] for t in saver.list(THREAD, before=history[2].config)] == ids[3:]

@@ -70,6 +70,24 @@ class Records:
             self.namespace, self.cm.lineage(), kind=kind, limit=limit, newest_first=True
         )
 
+    def newest_first(self, kind: str, page: int = 16) -> Iterator[StoredMessage]:
+        """Every record of ``kind``, newest first, read a page at a time (pages double): a reader
+        that stops at the first it wants reads O(log n + what it passed)."""
+        upto: int | None = None
+        while True:
+            found = self.store.read(
+                self.namespace,
+                self.cm.lineage(),
+                upto=upto,
+                kind=kind,
+                limit=page,
+                newest_first=True,
+            )
+            yield from found
+            if len(found) < page:
+                return
+            upto, page = found[-1].sequence - 1, page * 2
+
     def oldest_first(self, kind: str) -> Iterator[StoredMessage]:
         """Every record of ``kind``, oldest first."""
         yield from self.cm.messages(kind=kind)

@@ -13,7 +13,8 @@ Invariants: the checkpointer only reads the agent's transcript, never writes it 
 calls are its one writer); a reply is referenced only when its words and tool calls are the
 graph's copy's (an edited reply is kept as the graph wrote it); records are appended, never
 rewritten, and ``delete_thread`` hides a thread's records (they stay stored) and leaves the
-agent's transcript as it is. Cost: a checkpoint is found from the newest record back, and its
+agent's transcript as it is. Cost: a checkpoint is found from the newest record back (read a
+page at a time: the newest is O(log n)), and its
 pending writes are read from the thread's write records (O(records of the thread));
 ``list`` reads the write records once per thread.
 """
@@ -243,7 +244,7 @@ class TranscriptCheckpointer(BaseCheckpointSaver[str]):
         thread_id = str(configurable["thread_id"])
         ns = str(configurable.get("checkpoint_ns", ""))
         wanted = get_checkpoint_id(config)
-        for message in self.records(thread_id).newest(CHECKPOINT_KIND):
+        for message in self.records(thread_id).newest_first(CHECKPOINT_KIND):
             record = record_of(message)
             if record["ns"] == ns and (wanted is None or record["id"] == wanted):
                 return thread_id, record
@@ -332,7 +333,7 @@ class TranscriptCheckpointer(BaseCheckpointSaver[str]):
         left = limit
         for thread_id in self._threads(config):
             writes = self._write_records(thread_id)  # read once for the thread's checkpoints
-            for message in self.records(thread_id).newest(CHECKPOINT_KIND):
+            for message in self.records(thread_id).newest_first(CHECKPOINT_KIND):
                 record = record_of(message)
                 if (ns is not None and record["ns"] != ns) or (wanted and record["id"] != wanted):
                     continue
