@@ -256,3 +256,28 @@ def test_a_long_threads_every_checkpoint_is_listed_and_found_by_its_id(
     assert oldest.checkpoint["id"] == ids[-1]
     assert len(list(saver.list(THREAD, limit=3))) == 3
     assert [t.checkpoint["id"] for t in saver.list(THREAD, before=history[2].config)] == ids[3:]
+
+
+def test_pending_writes_are_kept_once_and_in_the_order_langgraph_applies_them(
+    store: Store,
+) -> None:
+    from langgraph.checkpoint.base import empty_checkpoint
+    from langgraph.checkpoint.serde.types import ERROR
+
+    saver = TranscriptCheckpointer(store)
+    base = {"configurable": {"thread_id": "ada", "checkpoint_ns": ""}}
+    saved = saver.put(base, empty_checkpoint(), {"source": "input", "step": -1}, {})
+    saver.put_writes(saved, [("a", 1), ("b", 2)], task_id="t2", task_path="p2")
+    saver.put_writes(saved, [("a", 10)], task_id="t2", task_path="p2")  # a retry: kept once
+    saver.put_writes(saved, [("c", 3)], task_id="t1", task_path="p1")
+    saver.put_writes(saved, [(ERROR, "first")], task_id="t1", task_path="p1")
+    saver.put_writes(saved, [(ERROR, "second")], task_id="t1", task_path="p1")  # the newest
+    found = TranscriptCheckpointer(store).get_tuple(saved)  # after a restart too
+    assert found is not None
+    assert found.pending_writes == [
+        ("t1", ERROR, "second"),
+        ("t1", "c", 3),
+        ("t2", "a", 1),
+        ("t2", "b", 2),
+    ]
+    assert found.metadata == {"source": "input", "step": -1}
