@@ -9,6 +9,7 @@ from the simulator.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -169,6 +170,36 @@ def gateway(store: Store) -> Iterator[tuple[str, Simulator]]:
         yield url, sim
 
 
+def recording(app: Any, bodies: list[dict[str, Any]]) -> Any:
+    """``app`` behind an ASGI layer that keeps each request body the framework sent."""
+
+    async def asgi(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        chunks = []
+        while True:
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body"):
+                break
+        body = b"".join(chunks)
+        if body:
+            bodies.append(json.loads(body))
+        given = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal given
+            if given:
+                return {"type": "http.disconnect"}
+            given = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await app(scope, replay, send)
+
+    return asgi
+
+
 def claude_agent(url: str, effort: str | None) -> Agent[Any]:
     litellm_model = pytest.importorskip("agents.extensions.models.litellm_model")
     from openai.types.shared import Reasoning
@@ -176,6 +207,7 @@ def claude_agent(url: str, effort: str | None) -> Agent[Any]:
     model = litellm_model.LitellmModel(model=f"anthropic/{MODEL}", base_url=url, api_key="mine")
     settings = ModelSettings(
         reasoning=Reasoning(effort=effort) if effort else None,  # type: ignore[arg-type]
+        extra_args=None if effort else {"thinking": {"type": "adaptive"}},
         extra_headers={AGENT_HEADER: "ada"},
     )
     return Agent(
@@ -220,3 +252,23 @@ async def test_an_agents_sdk_agent_on_claude_keeps_every_replys_thinking_across_
     ]
     assert kept == recorded_signatures(store)
     assert len(kept) == 4
+
+
+@LITELLM_IMPORT_WARNINGS
+async def test_thinking_the_sdk_does_not_replay_is_sent_as_recorded_through_the_gateway(
+    store: Store,
+) -> None:
+    """Thinking turned on without ``reasoning.effort`` (``extra_args``): the SDK replays every
+    reply without its thinking, the open tool round's included (the API refuses that); the
+    gateway sends the recorded replies."""
+    pytest.importorskip("uvicorn")
+    sim, bodies = Simulator(), []
+    with serve(recording(gateway_app(store, simulator_client=sim.client()), bodies)) as url:
+        for question in ("please use read_log", "and again, please use read_log"):
+            session = TranscriptSession("ada", store)
+            await Runner.run(claude_agent(url, None), question, session=session, run_config=OFFLINE)
+    assert [b["thinking"] for b in bodies] == [{"type": "adaptive"}] * 4
+    assert [thinking_signatures(b) for b in bodies] == [[]] * 4  # the SDK's own replay
+    assert [len(thinking_signatures(r)) for r in sim.requests] == [0, 1, 2, 3]
+    assert [call.status for call in sim.calls] == [200] * 4
+    assert invalid_calls(sim) == []
