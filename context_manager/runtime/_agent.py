@@ -555,6 +555,13 @@ class Agent:
         raw = self.context.get_message(block).metadata.extra.get(USAGE_KEY)
         return usage_from(raw) if isinstance(raw, Mapping) else CallUsage()
 
+    @property
+    def background_compaction(self) -> str:
+        """The agent's background compaction (``Compact(background=True)``): ``"idle"``,
+        ``"running"`` (its request is sent and the turns go on) or ``"arrived"`` (its block
+        is swapped in before the next call)."""
+        return self._background.state
+
     async def settle_compaction(self) -> MessageId | None:
         """Wait for a background compaction that is running and swap its block in now, at a
         boundary (the next turn would otherwise swap it before its first call); its id, or

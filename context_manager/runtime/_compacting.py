@@ -59,9 +59,12 @@ class Background:
         self._pending: PendingCompaction | None = None
 
     @property
-    def running(self) -> bool:
-        """A compaction request has been sent and its block is not swapped in yet."""
-        return self._pending is not None
+    def state(self) -> str:
+        """``"idle"``, ``"running"`` (sent, no answer yet) or ``"arrived"`` (answered, to be
+        swapped in before the next call)."""
+        if self._pending is None or self._task is None:
+            return "idle"
+        return "arrived" if self._task.done() else "running"
 
     def start(
         self, cm: ContextManager, client: anthropic.AsyncAnthropic, agent: str, retry: RetryPolicy
