@@ -437,3 +437,12 @@ def compaction_gated_client(sim: Simulator, gate: asyncio.Event) -> anthropic.As
     return anthropic.AsyncAnthropic(
         api_key="sim", base_url=BASE_URL, http_client=http_client, max_retries=0
     )
+
+
+LONG_TURN = "The deploy log shows a slow migration again. " * 8
+"""About a hundred tokens: with ``Compact(300)`` a few turns pass the trigger."""
+
+
+def compaction_calls(sim: Simulator) -> list[Any]:
+    """The compaction requests ``sim`` answered (top-level ``compaction``), in order."""
+    return [c for c in sim.calls if "compaction" in c.request]

@@ -21,9 +21,11 @@ from context_manager.runtime import Agent, Runtime, TurnResult
 from context_manager.simulator import Simulator
 from tests.helpers import (
     FAST_RETRY,
+    LONG_TURN,
     PROBE_HEAD,
     calling_script,
     cli,
+    compaction_calls,
     compaction_gated_client,
     invalid_calls,
     request_blocks,
@@ -32,14 +34,8 @@ from tests.helpers import (
     unmarked,
 )
 
-LONG = "The deploy log shows a slow migration again. " * 8
-"""About a hundred tokens: a few turns pass the trigger."""
-
+LONG = LONG_TURN
 TRIGGER = 300
-
-
-def compaction_calls(sim: Simulator) -> list[Any]:
-    return [c for c in sim.calls if "compaction" in c.request]
 
 
 def turn_text(n: int) -> str:
@@ -55,6 +51,15 @@ def agent_on(runtime: Runtime, **options: Any) -> Agent:
             strategy=Compact(TRIGGER, **options),
         )
     )
+
+
+def gated_agent(store: Store) -> tuple[Simulator, asyncio.Event, Agent]:
+    """A simulator, the gate its compaction answers wait at, and an agent compacting in the
+    background through it."""
+    sim = Simulator(script=calling_script("probe"))
+    gate = asyncio.Event()
+    runtime = Runtime(compaction_gated_client(sim, gate), store, retry=FAST_RETRY)
+    return sim, gate, agent_on(runtime, background=True)
 
 
 async def until_compaction_sent(ada: Agent, sim: Simulator, start: int = 0) -> int:
@@ -77,11 +82,7 @@ async def arrived(ada: Agent) -> None:
 async def test_the_turns_go_on_while_a_background_compaction_runs_and_the_next_call_swaps_it_in(
     store: Store,
 ) -> None:
-    sim = Simulator(script=calling_script("probe"))
-    gate = asyncio.Event()
-    ada = agent_on(
-        Runtime(compaction_gated_client(sim, gate), store, retry=FAST_RETRY), background=True
-    )
+    sim, gate, ada = gated_agent(store)
     n = await until_compaction_sent(ada, sim)
     [ask] = compaction_calls(sim)
     held = len(ask.request["messages"])
@@ -121,12 +122,7 @@ async def test_the_turns_go_on_while_a_background_compaction_runs_and_the_next_c
 async def test_a_crash_while_a_background_compaction_runs_loses_nothing_and_it_is_asked_again(
     sqlite_path: Any,
 ) -> None:
-    sim = Simulator(script=calling_script("probe"))
-    gate = asyncio.Event()
-    crashed = Runtime(
-        compaction_gated_client(sim, gate), SQLiteStore(sqlite_path), retry=FAST_RETRY
-    )
-    ada = agent_on(crashed, background=True)
+    sim, gate, ada = gated_agent(SQLiteStore(sqlite_path))
     n = await until_compaction_sent(ada, sim)
     stored = ada.context.messages()
     # the process dies with the compaction in flight; a new one opens the same store
@@ -150,11 +146,7 @@ async def test_a_crash_while_a_background_compaction_runs_loses_nothing_and_it_i
 async def test_an_edit_while_a_background_compaction_runs_abandons_it(
     store: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
-    sim = Simulator(script=calling_script("probe"))
-    gate = asyncio.Event()
-    ada = agent_on(
-        Runtime(compaction_gated_client(sim, gate), store, retry=FAST_RETRY), background=True
-    )
+    sim, gate, ada = gated_agent(store)
     await until_compaction_sent(ada, sim)
     first = ada.context.messages()[0]
     ada.context.edit_message(first.id, "Turn 0, as corrected by the host.")
