@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 from typing import Any
 
 import pytest
@@ -290,3 +291,18 @@ def test_keep_turns_outside_one_to_sixty_four_is_refused_with_what_to_do() -> No
         Compact(TRIGGER, keep_turns=0)
     with pytest.raises(ValueError, match="at most 64 replies are kept"):
         Compact(TRIGGER, keep_turns=65)
+
+
+def test_the_demo_compacts_a_long_agent_and_its_next_turn_tells_nothing(tmp_path: Any) -> None:
+    path = tmp_path / "demo.db"
+    done = cli("demo", "--db", path)
+    assert done.returncode == 0, done.stderr
+    scene = done.stdout.split("== Scene 8/8", 1)[1].split("== Summary", 1)[0]
+
+    assert re.search(r"assistant ⟨compaction: a server summary of everything up to #\d+⟩", scene)
+    assert (
+        "sent the kept reply's thinking (1 block, valid); [reasoning] lines this turn: 0" in scene
+    )
+    assert "notice    [reasoning]" not in scene
+    assert invalid_demo_calls(path) == 0
+
