@@ -70,7 +70,7 @@ class SessionConfig:
     @classmethod
     def quick(cls) -> SessionConfig:
         """``--quick``: fewer turns on a smaller window (still many windows long)."""
-        return cls(turns=100, window_tokens=1_500, system_words=300)
+        return cls(turns=100, window_tokens=2_500, system_words=600)
 
     @classmethod
     def tiny(cls) -> SessionConfig:
@@ -209,8 +209,10 @@ def _figures(
             if isinstance(b, ThinkingBlock)
         }
         first = _first_request_with(calls, block.content[0])
+        if first is None:
+            continue  # the session ended with this compaction: no request sent it yet
         kept += len(signatures)
-        kept_sent += len(signatures & set(_thinking(first))) if first is not None else 0
+        kept_sent += len(signatures & set(_thinking(first)))
     history = sum(len(repr(m.content)) for m in messages) // CHARS_PER_TOKEN
     return SessionRun(
         name,
