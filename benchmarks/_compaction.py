@@ -70,7 +70,7 @@ class SessionConfig:
     @classmethod
     def quick(cls) -> SessionConfig:
         """``--quick``: fewer turns on a smaller window (still many windows long)."""
-        return cls(turns=100, window_tokens=2_500, system_words=600)
+        return cls(turns=60, window_tokens=2_500, system_words=600)
 
     @classmethod
     def tiny(cls) -> SessionConfig:
