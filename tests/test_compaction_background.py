@@ -304,3 +304,22 @@ def test_the_demo_compacts_a_long_agent_and_its_next_turn_tells_nothing(tmp_path
         "sent the kept reply's thinking (1 block, valid); [reasoning] lines this turn: 0" in scene
     )
     assert "notice    [reasoning]" not in scene
+
+
+async def test_a_branch_switch_while_a_background_compaction_runs_abandons_it(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    sim, gate, ada = gated_agent(store)
+    await until_compaction_sent(ada, sim)
+    ada.context.fork("aside")
+    gate.set()
+
+    with caplog.at_level(logging.WARNING):
+        assert await ada.settle_compaction() is None
+
+    assert "compaction_abandoned" in caplog.text
+    assert ada.context.messages(kind="compaction") == []
+    ada.context.switch_branch("main")
+    assert ada.context.messages(kind="compaction") == []
+    await ada.run_turn("Back on main.")
+    assert invalid_calls(sim) == []
