@@ -20,6 +20,7 @@ from typing import Literal
 import anthropic
 import attrs
 
+from context_manager._compile._caching import Caching
 from context_manager._compile._strategies import Compact, Passthrough, Strategy
 from context_manager._manager import ContextManager
 from context_manager._model._content import TextBlock, ToolResultBlock, ToolUseBlock, to_blocks
@@ -47,12 +48,14 @@ from ._calls import RetryPolicy, stream_call
 from ._cleared import ClearedThinking
 from ._compacting import Background, compact_if_due
 from ._live import ReasoningHub, ReasoningSink, Subscription
+from ._observed import ObservedTurn
 from ._tail import asker_of as _asker_of
 from ._tail import awaits_answer as _awaits_answer
 from ._tail import dropped as _dropped
 from ._tail import offered as _offered
 from ._tail import unanswered as _unanswered
 from ._tools import ToolCall, ToolFunction, run_tool
+from ._turn import Turn, TurnResult
 
 log = library_logger("context_manager.runtime")
 
@@ -60,56 +63,22 @@ log = library_logger("context_manager.runtime")
 INTERRUPTED_TEXT = "This tool call was interrupted before it finished; run it again if needed."
 """The result ``resume_turn`` gives a call whose answer was never stored."""
 
+__all__ = [
+    "CALL_USAGE_EVENT",
+    "INTERRUPTED_TEXT",
+    "MAX_CALLS_PER_TURN",
+    "Agent",
+    "Turn",
+    "TurnResult",
+]
+"""``Turn`` and ``TurnResult`` live in ``_turn``; importing them from here still works."""
+
 MAX_CALLS_PER_TURN = 200
 """A runaway tool loop stops here rather than calling the model forever."""
 
 CALL_USAGE_EVENT = "call_usage"
 """The structured event (info) each model call logs: agent, branch, compile id, and its input,
 cache read, cache write and output tokens."""
-
-
-@attrs.frozen
-class Turn:
-    """A live turn: where it opened."""
-
-    branch_key: str
-    head_sequence: int
-
-
-@attrs.frozen
-class TurnResult:
-    """What a turn stored: replies, tool calls, notices, why it stopped, and each call's usage.
-
-    ``replies`` and ``notices`` are stored message ids (read a notice's text with
-    ``agent.context.get_message(id).content[0].text``). ``usage[k]`` is the usage of the call
-    that produced ``replies[k]`` (zeros when the provider reported none); ``compaction_usage``
-    is the cost of a server compaction the turn stored (``compaction``: its block's id; the
-    ``compaction`` entry of the call's ``usage.iterations``, provider rule 23); ``total_usage``
-    sums them all.
-    """
-
-    replies: tuple[MessageId, ...]
-    tool_calls: tuple[ToolCall, ...]
-    notices: tuple[MessageId, ...]
-    stop_reason: str | None
-    usage: tuple[CallUsage, ...] = ()
-
-    @property
-    def total_usage(self) -> CallUsage:
-        """The turn's tokens: uncached input, cache reads, cache writes and output, summed over
-        its calls and the compaction it stored."""
-        return CallUsage.total((*self.usage, self.compaction_usage or CallUsage()))
-
-    head_changes: tuple[MessageId, ...] = ()
-    """The ``head-change`` system messages the turn's compiles appended (SPEC 7b)."""
-    edits: tuple[CallEdits, ...] = ()
-    """``edits[k]``: what the server's context editing cleared on the call that produced
-    ``replies[k]`` (``ContextEditing``; zeros when it cleared nothing)."""
-    compaction: MessageId | None = None
-    """The compaction block the turn stored: at its end (foreground ``Compact``), or swapped in
-    before one of its calls (``Compact(background=True)``); ``None`` when none."""
-    compaction_usage: CallUsage | None = None
-    """The usage of the compaction call whose block the turn stored (``None``: none)."""
 
 
 @attrs.define(eq=False)
@@ -130,6 +99,8 @@ class Agent:
     reasoning: ReasoningCapture | Literal[False] | None = None
     editing: ContextEditing | None = None
     """Server-side context editing for the agent's requests (``ContextEditing``), or ``None``."""
+    caching: Caching | None = attrs.field(default=None, kw_only=True)
+    """Prompt-cache breakpoints and cache diagnostics (``Caching``; ``None``: the default)."""
     on_reasoning: ReasoningSink | None = attrs.field(default=None, kw_only=True)
     live: ReasoningHub = attrs.field(init=False, repr=False)
     """The agent's live reasoning hub (``ReasoningHub``): its buffer, sink and subscribers."""
@@ -495,12 +466,14 @@ class Agent:
         changes: list[MessageId] = []
         stop_reason: str | None = None
         compacted: MessageId | None = None
+        observed = ObservedTurn(cm)
         for _ in range(MAX_CALLS_PER_TURN):
             compacted = self._background.swap(cm, self.name) or compacted
             result = await cm.compile_async(self.head)
             changes.extend(result.appended)
             with cm.telemetry.call(result) as call:  # the call's chat span, drops included
                 message, reply = await self._call(result)
+                observed.call(result)
                 call.answered(message, self.name)
                 replies.append(reply)
                 usage.append(self._log_usage(message, result))
@@ -523,6 +496,7 @@ class Agent:
             log.warning("turn_call_limit", agent=self.name, calls=MAX_CALLS_PER_TURN)
         self._turn = None
         notices.extend(self._flush())
+        observed.finish(self.name)
         compacted = await self._compact_at_end() or compacted
         return TurnResult(
             tuple(replies),
@@ -532,8 +506,10 @@ class Agent:
             tuple(usage),
             tuple(changes),
             tuple(edits),
-            compacted,
-            self._compaction_usage(compacted),
+            predicted_strips=observed.predicted,
+            prediction_mismatches=observed.mismatches,
+            compaction=compacted,
+            compaction_usage=self._compaction_usage(compacted),
         )
 
     async def _compact_at_end(self) -> MessageId | None:
