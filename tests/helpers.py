@@ -12,9 +12,10 @@ stream that pauses at a gate mid-thinking), ``StoreWithout`` (a store that preda
 some protocol methods), ``signed_conversation`` (questions the simulator answers with signed
 thinking) and ``replies_with_thinking``, ``snapshots_off``; ``framework_params`` (the parameters
 a framework builds for one call) and ``framework_copy`` (a framework's own copy of a reply, in
-one of the ``REPLY_COPIES`` styles). Command line: ``cli`` (the program in
-a subprocess, never the real API) and ``snapshot`` (a folder's files, to show nothing was
-written). They assert nothing, so a test's meaning stays in the test.
+one of the ``REPLY_COPIES`` styles). Servers: ``serve`` (an ASGI app under uvicorn on
+loopback, in a thread) and ``free_port``. Command line: ``cli`` (the program in a subprocess,
+never the real API) and ``snapshot`` (a folder's files, to show nothing was written).
+They assert nothing, so a test's meaning stays in the test.
 """
 
 from __future__ import annotations
@@ -24,8 +25,11 @@ import copy
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
+import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -446,3 +450,31 @@ LONG_TURN = "The deploy log shows a slow migration again. " * 8
 def compaction_calls(sim: Simulator) -> list[Any]:
     """The compaction requests ``sim`` answered (top-level ``compaction``), in order."""
     return [c for c in sim.calls if "compaction" in c.request]
+
+
+def free_port() -> int:
+    """A TCP port free on loopback now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@contextmanager
+def serve(app: Any) -> Iterator[str]:
+    """Serve an ASGI app with uvicorn on loopback in a thread; yields its base URL."""
+    port = free_port()
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
