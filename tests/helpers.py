@@ -417,6 +417,41 @@ class Recorder:
         return default_script(request)
 
 
+class CompactionGate(httpx2.AsyncBaseTransport):
+    """The simulator's answers, a compaction request's held back until ``gate`` is set: the
+    simulator answers it when it is sent, the client hears the answer late (a slow compaction,
+    provider rule 27)."""
+
+    def __init__(self, sim: Simulator, gate: asyncio.Event) -> None:
+        self._sim, self.gate = sim, gate
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        body = await request.aread()
+        headers = {k.lower(): v for k, v in request.headers.multi_items()}
+        reply = self._sim.handle(request.method, request.url.path, headers, body)
+        if "compaction" in json.loads(body or b"{}"):
+            await self.gate.wait()
+        stream = httpx2.ByteStream(b"".join(reply.chunks))
+        return httpx2.Response(reply.status, headers=list(reply.headers), stream=stream)
+
+
+def compaction_gated_client(sim: Simulator, gate: asyncio.Event) -> anthropic.AsyncAnthropic:
+    """The real SDK client over ``CompactionGate``: compaction answers wait at ``gate``."""
+    http_client = httpx2.AsyncClient(transport=CompactionGate(sim, gate))
+    return anthropic.AsyncAnthropic(
+        api_key="sim", base_url=BASE_URL, http_client=http_client, max_retries=0
+    )
+
+
+LONG_TURN = "The deploy log shows a slow migration again. " * 8
+"""About a hundred tokens: with ``Compact(300)`` a few turns pass the trigger."""
+
+
+def compaction_calls(sim: Simulator) -> list[Any]:
+    """The compaction requests ``sim`` answered (top-level ``compaction``), in order."""
+    return [c for c in sim.calls if "compaction" in c.request]
+
+
 def free_port() -> int:
     """A TCP port free on loopback now."""
     with socket.socket() as probe:
