@@ -257,3 +257,29 @@ async def test_thinking_the_server_clears_is_told_once_per_growth_in_the_count_f
     )
     assert notice_texts(ada) == [line, line]
     assert invalid_calls(sim) == []
+
+
+@pytest.mark.parametrize("editing", [None, ContextEditing(None, ClearThinking(keep_turns=1))])
+async def test_with_exact_counts_a_fold_is_judged_by_the_count_of_the_request_as_edited(
+    editing: ContextEditing | None,
+) -> None:
+    sim = Simulator()
+    runtime = runtime_on(sim)
+    fold = Fold(lambda covered: f"summary of {len(covered)}", trigger_tokens=800)
+    ada = runtime.register(Agent("ada", HEAD, strategy=fold, editing=editing))
+    ada.context.estimator = ApiTokenCounter(sim.sync_client())
+    for text in ("first", "second", "third", "fourth", "fifth"):
+        await ada.run_turn(f"{text} question " * 20)
+
+    edited = [c for c in sim.count_calls if "context_management" in c.request]
+    if editing is None:
+        assert summaries(ada) == 1  # the sent window passes the trigger
+        assert edited == []
+    else:
+        # count_tokens answers the window with old turns' thinking cleared: it never passes
+        assert summaries(ada) == 0
+        answers = [(c.response["input_tokens"], c.response["context_management"]) for c in edited]
+        assert answers
+        assert all(sent <= m["original_input_tokens"] for sent, m in answers)
+        assert any(sent < m["original_input_tokens"] for sent, m in answers)
+    assert invalid_calls(sim) == []
