@@ -9,12 +9,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import THINKING_HEAD, calling_script, invalid_calls, notice_texts, runtime_on
+from helpers import (
+    PROBE_HEAD,
+    THINKING_HEAD,
+    calling_script,
+    invalid_calls,
+    notice_texts,
+    runtime_on,
+)
 
 from context_manager import (
     ApiTokenCounter,
     ClearThinking,
     ClearToolUses,
+    Compact,
     ContextEditing,
     ContextManager,
     Fold,
@@ -282,4 +290,36 @@ async def test_with_exact_counts_a_fold_is_judged_by_the_count_of_the_request_as
         assert answers
         assert all(sent <= m["original_input_tokens"] for sent, m in answers)
         assert any(sent < m["original_input_tokens"] for sent, m in answers)
+    assert invalid_calls(sim) == []
+
+
+async def test_no_request_that_asks_for_or_carries_a_compaction_carries_the_edits() -> None:
+    sim = Simulator(script=calling_script("probe"))
+    runtime = runtime_on(sim)
+    ada = runtime.register(
+        Agent(
+            "ada",
+            PROBE_HEAD,
+            tools={"probe": lambda _: "fine " * 200},
+            strategy=Compact(300),
+            editing=EAGER,
+        )
+    )
+    for n in range(8):
+        await ada.run_turn(f"Turn {n}: the deploy log again. " * 8 + " Please use tool probe.")
+    await ada.run_turn("And what now?")
+
+    asked = [c for c in sim.calls if "compaction" in c.request]
+    carrying = [
+        c
+        for c in sim.calls
+        if isinstance(c.request["messages"][0]["content"], list)
+        and c.request["messages"][0]["content"][0].get("type") == "compaction"
+    ]
+    plain = [c for c in sim.calls if c not in asked and c not in carrying]
+    assert asked
+    assert carrying
+    assert all("context_management" not in c.request for c in asked + carrying)
+    assert all(c.request["context_management"] == EAGER.to_wire() for c in plain)
+    assert all(c.status == 200 for c in sim.calls)  # the API refuses the two together
     assert invalid_calls(sim) == []
