@@ -21,6 +21,7 @@ from typing import Any
 
 from context_manager._model._editing import ClearToolUses, ContextEditing
 
+from ._clear_cache import clears_input
 from ._editing import finish_editing
 from ._run import Draft, Run
 from ._stage_finish import request_body
@@ -37,12 +38,6 @@ def _uses(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
         for block in message["content"]
         if isinstance(block, Mapping) and block.get("type") == "tool_use"
     ]
-
-
-def _clears_input(edit: ClearToolUses, name: object) -> bool:
-    return edit.clear_inputs is True or (
-        isinstance(edit.clear_inputs, tuple) and name in edit.clear_inputs
-    )
 
 
 def server_cleared(
@@ -69,7 +64,7 @@ def server_cleared(
         return 0
     cleared = 0
     for use in chosen.values():
-        if _clears_input(edit, use.get("name")):
+        if clears_input(edit, use.get("name")):
             cleared += max(0, estimate(dict(use)) - estimate({**use, "input": {}}))
     for message in messages:
         content = message.get("content")
