@@ -22,6 +22,7 @@ from context_manager import Passthrough, Window, set_render_snapshots
 
 from ._append import append_figures
 from ._cache import CacheConfig, cache_sessions
+from ._editing import EditingConfig, add_editing, editing_figures
 from ._history import History, mean_message_tokens
 from ._places import DatabasePlace, FilePlace, Place
 from ._quiet import quiet_logging
@@ -85,6 +86,7 @@ class Config:
         teller_in_child: run the told-state scenario in a child process, beside generation.
         shed_messages: the thinking-heavy history the shedding scenario grows.
         cache_session: the prompt-cache session (issue 19), run once per breakpoint policy.
+        editing_session: the tool-heavy session, with and without context editing (issue 30).
     """
 
     sizes: tuple[int, ...] = (1_000, 10_000, 100_000)
@@ -104,6 +106,7 @@ class Config:
     teller_in_child: bool = True
     shed_messages: int = 10_000
     cache_session: CacheConfig = attrs.field(factory=CacheConfig)
+    editing_session: EditingConfig = attrs.field(factory=EditingConfig)
 
     def __attrs_post_init__(self) -> None:
         if self.tool_loop_size not in self.sizes:
@@ -129,6 +132,7 @@ class Config:
             appends=200,
             quick=True,
             cache_session=CacheConfig(turns=100, tool_changes=(30, 70), fold_at=50),
+            editing_session=EditingConfig.quick(),
         )
 
     @classmethod
@@ -150,6 +154,7 @@ class Config:
             teller_events=3_000,
             quick=True,
             cache_session=CacheConfig.tiny(),
+            editing_session=EditingConfig.tiny(),
         )
 
 
@@ -313,7 +318,9 @@ def _run(config: Config, place: Place, progress: Progress | None, work: Path) ->
     cache = cache_sessions(config.cache_session, work, say)
     say("append-only: a 200-turn tool-loop session with head changes, append on and off")
     appended = append_figures()
-    return build_report(
+    say("context editing: a tool-heavy session, server clearing against a fold alone")
+    editing = editing_figures(config.editing_session, work)
+    report = build_report(
         shed=shed,
         append=appended,
         telemetry=telemetry,
@@ -351,3 +358,4 @@ def _run(config: Config, place: Place, progress: Progress | None, work: Path) ->
             "tool_loop_spread": spread(turns),
         },
     )
+    return add_editing(report, editing)
