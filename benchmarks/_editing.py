@@ -235,11 +235,14 @@ def run_editing_session(
     store.close()
     # the editing run's kept share is over its clears alone: its fold ends the run
     return _figures(
-        sim, turn if folded_at is None else folded_at, fold_call if not editing else None
+        sim,
+        turn if folded_at is None else folded_at,
+        folded_at is not None,
+        fold_call if not editing else None,
     )
 
 
-def _figures(sim: Simulator, turns: int, fold_call: int | None) -> RunFigures:
+def _figures(sim: Simulator, turns: int, folded: bool, fold_call: int | None) -> RunFigures:
     """Kept share over the calls whose clear grew (and, for the client, its fold's call)."""
     calls = sim.calls
     kept = before = 0
@@ -252,7 +255,7 @@ def _figures(sim: Simulator, turns: int, fold_call: int | None) -> RunFigures:
     usage = [c.response["usage"] for c in calls if c.status == 200]
     read = sum(u["cache_read_input_tokens"] for u in usage)
     total = read + sum(u["cache_creation_input_tokens"] + u["input_tokens"] for u in usage)
-    return RunFigures(turns, fold_call is not None, kept, before, read, total, len(usage))
+    return RunFigures(turns, folded, kept, before, read, total, len(usage))
 
 
 def editing_figures(config: EditingConfig, workdir: Path) -> dict[str, Any]:
