@@ -241,8 +241,18 @@ async def test_transcript_usage_shows_what_the_server_cleared_per_turn(
         sum(e.cleared_tool_uses for e in turn.edits) for turn in turns
     ]
     assert per_turn[2]["cleared_tool_uses"] == 3
+    assert [c["cleared_tool_uses"] for c in per_turn[2]["cleared_by_call"]] == [
+        e.cleared_tool_uses for e in turns[2].edits
+    ]  # each call of the turn: what the server cleared on it
+    assert [c["cleared_input_tokens"] for c in per_turn[2]["cleared_by_call"]] == [
+        e.cleared_input_tokens for e in turns[2].edits
+    ]
     tokens = sum(e.cleared_input_tokens for e in turns[2].edits)
     assert f"turn 3: the server cleared 3 tool uses and 0 thinking turns ({tokens} input" in text
+    per_call = ", ".join(
+        f"{e.cleared_tool_uses} uses / {e.cleared_input_tokens} tokens" for e in turns[2].edits
+    )
+    assert f"per call: {per_call}" in text
 
 
 async def test_thinking_the_server_clears_is_told_once_per_growth_in_the_count_form() -> None:
