@@ -22,6 +22,7 @@ from context_manager import Passthrough, Window, set_render_snapshots
 
 from ._append import append_figures
 from ._cache import CacheConfig, cache_sessions
+from ._compaction import SessionConfig, compaction_figures, with_compaction
 from ._editing import EditingConfig, add_editing, editing_figures
 from ._history import History, mean_message_tokens
 from ._places import DatabasePlace, FilePlace, Place
@@ -87,6 +88,7 @@ class Config:
         shed_messages: the thinking-heavy history the shedding scenario grows.
         cache_session: the prompt-cache session (issue 19), run once per breakpoint policy.
         editing_session: the tool-heavy session, with and without context editing (issue 30).
+        compaction_session: the resident session kept inside its window three ways (issue 29).
     """
 
     sizes: tuple[int, ...] = (1_000, 10_000, 100_000)
@@ -107,6 +109,7 @@ class Config:
     shed_messages: int = 10_000
     cache_session: CacheConfig = attrs.field(factory=CacheConfig)
     editing_session: EditingConfig = attrs.field(factory=EditingConfig)
+    compaction_session: SessionConfig = attrs.field(factory=SessionConfig)
 
     def __attrs_post_init__(self) -> None:
         if self.tool_loop_size not in self.sizes:
@@ -133,6 +136,7 @@ class Config:
             quick=True,
             cache_session=CacheConfig(turns=100, tool_changes=(30, 70), fold_at=50),
             editing_session=EditingConfig.quick(),
+            compaction_session=SessionConfig.quick(),
         )
 
     @classmethod
@@ -155,6 +159,7 @@ class Config:
             quick=True,
             cache_session=CacheConfig.tiny(),
             editing_session=EditingConfig.tiny(),
+            compaction_session=SessionConfig.tiny(),
         )
 
 
@@ -320,6 +325,9 @@ def _run(config: Config, place: Place, progress: Progress | None, work: Path) ->
     appended = append_figures()
     say("context editing: a tool-heavy session, server clearing against a fold alone")
     editing = editing_figures(config.editing_session, work)
+    session = config.compaction_session
+    say(f"staying inside the window: a {session.turns}-turn session, Compact / Fold / Window")
+    compaction = compaction_figures(session)
     report = build_report(
         shed=shed,
         append=appended,
@@ -358,4 +366,4 @@ def _run(config: Config, place: Place, progress: Progress | None, work: Path) ->
             "tool_loop_spread": spread(turns),
         },
     )
-    return add_editing(report, editing)
+    return add_editing(with_compaction(report, compaction), editing)
