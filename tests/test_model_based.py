@@ -46,7 +46,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping, MutableMapping
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 import pytest
@@ -395,6 +395,10 @@ class ReliabilityMachine(RuleBasedStateMachine):
 
     postgres_server: str | None = None
     """A PostgreSQL DSN: every example then runs on its own fresh schema there."""
+    enforced: bool = True
+    """Whether the simulator's account enforces the prefix check (``Simulator(enforced=)``)."""
+    enforcement: Literal["enforce", "observe"] = "enforce"
+    """The agent's ``ThinkingBinding(enforcement=)``."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -451,7 +455,7 @@ class ReliabilityMachine(RuleBasedStateMachine):
         """The store (SQLite in a scratch folder, memory, or PostgreSQL), the simulator with
         the example's model check, and the agent with the same one."""
         table = None if readability is None else _table(readability)
-        self.sim = Simulator(script=self._script, readability=table)
+        self.sim = Simulator(script=self._script, readability=table, enforced=self.enforced)
         self.client = self.sim.client()
         self.reads = table if table is not None else documented_readability
         STATS[f"readability:{'documented' if table is None else 'table'}"] += 1
@@ -466,7 +470,10 @@ class ReliabilityMachine(RuleBasedStateMachine):
         STATS[f"store:{type(self.store).__name__}"] += 1
         STATS[f"notices_as:{notices_as}"] += 1
         self.runtime = Runtime(self.client, self.store, retry=FAST)
-        binding = ThinkingBinding(system_notices=notices_as)  # type: ignore[arg-type]
+        binding = ThinkingBinding(
+            system_notices=notices_as,  # type: ignore[arg-type]
+            enforcement=self.enforcement,
+        )
         if table is not None:
             binding = attrs.evolve(binding, reads=table)
         tools: dict[str, ToolFunction] = {str(t["name"]): self._run_tool for t in TOOLS}

@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 
 from context_manager._binding._chain import own_digest
-from context_manager._binding._drops import allowed_paths
+from context_manager._binding._drops import DROPPED_TYPE, allowed_paths
 from context_manager._binding._stamp import readable_stamp
 from context_manager._binding._validity import producer_readable
 from context_manager._model._log import library_logger
@@ -55,7 +55,8 @@ def _as_made(stamp: Mapping[str, Any], canonical: bytes) -> bool:
 class Observed:
     """One reply's predictions against the provider's report.
 
-    ``unreported``: predicted to fail, but reached the model with no mismatch entry;
+    ``unreported``: predicted to fail, but reached the model with no mismatch entry (a block
+    the provider dropped for its organization, end user or model is reported as that drop);
     ``unpredicted``: a ``thinking_mismatch_allowed`` entry the compiler predicted valid."""
 
     predicted: tuple[str, ...]
@@ -75,11 +76,12 @@ def observe_reply(result: CompileResult, response: object) -> Observed | None:
     if not _has_report(response):
         return None
     allowed = allowed_paths(response)
+    dropped = allowed_paths(response, DROPPED_TYPE)  # removed first (rule 11): no prefix entry
     predicted = result.predicted_mismatches
     return Observed(
         predicted,
         allowed,
-        tuple(p for p in predicted if p not in allowed),
+        tuple(p for p in predicted if p not in allowed and p not in dropped),
         tuple(p for p in allowed if p not in predicted),
     )
 
