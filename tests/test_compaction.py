@@ -13,11 +13,7 @@ import logging
 from typing import Any
 
 import pytest
-
-from context_manager import Compact, ContextManager, Fold, Head, SQLiteStore, Store
-from context_manager.runtime import Agent
-from context_manager.simulator import Simulator
-from tests.helpers import (
+from helpers import (
     GREP_TOOL,
     PROBE_HEAD,
     calling_script,
@@ -26,6 +22,10 @@ from tests.helpers import (
     runtime_on,
     thinking_signatures,
 )
+
+from context_manager import Compact, ContextManager, Fold, Head, SQLiteStore, Store
+from context_manager.runtime import Agent
+from context_manager.simulator import Simulator
 
 LONG = "The deploy log shows a slow migration again. " * 8
 """About a hundred tokens: a few turns pass the trigger."""

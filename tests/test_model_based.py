@@ -935,8 +935,8 @@ class ReliabilityMachine(RuleBasedStateMachine):
         branch = self.branches[result.branch]
         for reply_id, block, reason in placed:
             if reason in RELEASED_REASONS:
-                found = branch.drop_released.setdefault(reply_id, [])
-                found.append((block, result.last_sequence))
+                released = branch.drop_released.setdefault(reply_id, [])
+                released.append((block, result.last_sequence))
         prior = self.incident if self.incident and self.incident[0] == result.branch else None
         most = prior[1] if prior else 0
         self.incident = (result.branch, max(most, len(placed))) if placed else None
