@@ -915,7 +915,7 @@ class ReliabilityMachine(RuleBasedStateMachine):
         reply = visible[-1]
         assert reply.role == "assistant"
         assert reply.sequence > result.last_sequence
-        self.reply_heads[reply.id] = dict(result.head_digests)
+        self.reply_heads[reply.id] = dict(result._token.head_digests)
         self.reply_models[reply.id] = str(call.request["model"])
         # drops, placed independently by signature, then the incident rule
         by_signature = {

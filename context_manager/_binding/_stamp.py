@@ -66,8 +66,9 @@ def stamp_reply(
         TypeError: an appended message is neither a ``StoredMessage`` nor a wire dict.
     """
     extra_messages = [wire_message(item) for item in appended]
-    chain = chain_of_messages(extra_messages, start=result.end_chain)
-    predecessor = last_signature(extra_messages) or result.end_predecessor
+    token = result._token
+    chain = chain_of_messages(extra_messages, start=token.end_chain)
+    predecessor = last_signature(extra_messages) or token.end_predecessor
     seals: dict[str, str] = {}
     owns: dict[str, str] = {}
     preds: dict[str, str | None] = {}
@@ -91,11 +92,11 @@ def stamp_reply(
     stamp = {
         "v": STAMP_VERSION,
         "model": str(result.request.get("model", "")),
-        "head": dict(result.head_digests),
+        "head": dict(token.head_digests),
         "seals": seals,
         "pred": preds,
         "own": owns,  # each block alone: judged so on a model that runs no prefix check
-        "start": result.start_sequence,  # where its window started (a later branch's start)
+        "start": token.start_sequence,  # where its window started (a later branch's start)
     }
     return ReplyStamp(stamp, tuple(signatures), tuple(unsigned))
 

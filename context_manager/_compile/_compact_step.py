@@ -50,7 +50,7 @@ def compaction_plan(
     if replies[-1] is not after[-1] and after[-1].role == "user":
         return None  # a new turn has started: its request is the one to compact, later
     request = compaction_request(sent.request, strategy.instructions)
-    return CompactionPlan(request, sent.last_sequence, sent.end_chain)
+    return CompactionPlan(request, sent.last_sequence, sent._token.end_chain)
 
 
 def store_compaction(m: CompileHost, plan: CompactionPlan, response: object) -> MessageId | None:
