@@ -1,4 +1,9 @@
-"""The storage contract shared by ``MemoryStore`` and ``SQLiteStore``.
+"""The storage contract shared by ``MemoryStore``, ``SQLiteStore`` and ``PostgresStore``.
+
+``Store`` is composed by concern: ``MessageStore`` and ``BindingStore`` are required; the
+optional parts (``BindingSerials``, ``ReadsTogether``, ``SnapshotStore``, ``HoldStore``) are
+runtime-checkable protocols the library tests with ``supports`` (``isinstance``), never
+``getattr``.
 
 Every method is scoped by ``namespace`` (one agent each); nothing crosses namespaces. A store
 never loses what it stored: deleting a branch hides it, editing keeps the earlier revision.
