@@ -111,19 +111,30 @@ def parse_stamp(raw: object, message_id: str | None = None) -> AnyStamp | None:
 
 
 def _current(raw: Mapping[str, Any]) -> Stamp:
-    seals = _indexed(raw["seals"])
-    preds = _indexed(raw["pred"], optional=True)
-    own_raw = raw.get("own")
-    owns = isinstance(own_raw, Mapping)
-    own = _indexed(own_raw) if owns else {}
-    blocks = {k: BlockStamp(seal, preds.get(k), own.get(k)) for k, seal in seals.items()}
+    """A version-2 stamp; one pass over its blocks (a compile parses every stamp it reads)."""
+    seals, preds, found = raw["seals"], raw["pred"], raw.get("own")
+    if not isinstance(seals, Mapping) or not isinstance(preds, Mapping):
+        raise TypeError("not a mapping")
+    own: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+    owns = own is found
+    blocks: dict[int, BlockStamp] = {}
+    for key, seal in seals.items():
+        pred = preds.get(key)
+        mine = own.get(key)
+        if (
+            type(seal) is not str
+            or (pred is not None and type(pred) is not str)
+            or (mine is not None and type(mine) is not str)
+        ):
+            raise TypeError("not a string")
+        blocks[int(key)] = BlockStamp(seal, pred, mine)
     start = raw.get("start")
     return Stamp(
         model=_model(raw),
         head=_strings(raw["head"]),
         blocks=blocks,
         owns=owns,
-        start=start if isinstance(start, int) and not isinstance(start, bool) else None,
+        start=start if type(start) is int else None,
     )
 
 
