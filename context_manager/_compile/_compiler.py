@@ -41,13 +41,8 @@ from context_manager._model._messages import (
     StoredMessage,
 )
 from context_manager._model._results import CompileResult
-from context_manager._store._protocol import (
-    AnchoredHead,
-    BindingSerials,
-    Lineage,
-    ReadsTogether,
-    supports,
-)
+from context_manager._store import _protocol as parts
+from context_manager._store._protocol import AnchoredHead, Lineage
 
 from . import _resident
 from ._branch import (
@@ -279,13 +274,14 @@ class Compiler(WindowRenderer):
         m = self.manager
         cache = self._caches.get(key)
         kept = cache.render if cache is not None else None
-        if kept is not None and supports(m.store, ReadsTogether):
+        if kept is not None and parts.supports(m.store, parts.ReadsTogether):
             after = kept[1].last_sequence
             changes, bindings, new = m.store.serials_and_read(m.namespace, lineage, after)
             self._see_other_writers(int(bindings))
             return int(changes), Fresh(after, new)
-        if not supports(m.store, BindingSerials):  # a store written before ``serials``:
-            return m.store.change_serial(m.namespace), None  # this process's writes only
+        if not parts.supports(m.store, parts.BindingSerials):
+            # a store written before ``serials``: this process's writes only
+            return m.store.change_serial(m.namespace), None
         changes, bindings = m.store.serials(m.namespace)
         self._see_other_writers(int(bindings))
         return int(changes), None
