@@ -142,7 +142,7 @@ def _per_message_flatness(
         return 0.0
     per_large = reopens[str(large)] / large_messages
     per_small = reopens[str(small)] / small_messages
-    return per_large / per_small
+    return float(per_large / per_small)
 
 
 def build_report(

@@ -105,7 +105,8 @@ async def test_each_clear_costs_one_cache_write_from_the_previous_clear_point() 
             editing=EDITING,
         )
     )
-    usages, edits = [], []
+    usages: list[Any] = []
+    edits: list[Any] = []
     for turn in range(7):
         result = await ada.run_turn(f"Turn {turn}: read the logs please.")
         usages += result.usage

@@ -953,7 +953,7 @@ class ReliabilityMachine(RuleBasedStateMachine):
         reply = visible[-1]
         assert reply.role == "assistant"
         assert reply.sequence > result.last_sequence
-        self.reply_heads[reply.id] = dict(result.head_digests)
+        self.reply_heads[reply.id] = dict(result._token.head_digests)
         self.reply_models[reply.id] = str(call.request["model"])
         # drops, placed independently by signature, then the incident rule
         by_signature = {
@@ -973,8 +973,8 @@ class ReliabilityMachine(RuleBasedStateMachine):
         branch = self.branches[result.branch]
         for reply_id, block, reason in placed:
             if reason in RELEASED_REASONS:
-                found = branch.drop_released.setdefault(reply_id, [])
-                found.append((block, result.last_sequence))
+                released = branch.drop_released.setdefault(reply_id, [])
+                released.append((block, result.last_sequence))
         prior = self.incident if self.incident and self.incident[0] == result.branch else None
         most = prior[1] if prior else 0
         self.incident = (result.branch, max(most, len(placed))) if placed else None

@@ -13,14 +13,13 @@ with the provider's report. Pure apart from ``log_observed``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import attrs
 
 from context_manager._binding._chain import own_digest
 from context_manager._binding._drops import DROPPED_TYPE, allowed_paths
-from context_manager._binding._stamp import readable_stamp
-from context_manager._binding._validity import producer_readable
+from context_manager._binding._stamp_read import Stamp
+from context_manager._binding._validity import made_as, producer_readable
 from context_manager._model._log import library_logger
 from context_manager._model._messages import StoredMessage
 from context_manager._model._results import CompileResult
@@ -40,15 +39,10 @@ def predicted_only(
     """Whether a block judged ``verdict`` is sent anyway and recorded as a prediction."""
     if not ctx.observe or verdict not in OBSERVED_VERDICTS:
         return False
-    stamp = readable_stamp(ctx.stamps.get(message.id))
-    if stamp is None or not _as_made(stamp, canonical):
+    stamp = ctx.stamps.get(message.id)
+    if not isinstance(stamp, Stamp) or not made_as(stamp, own_digest(canonical)):
         return False
     return producer_readable(stamp, ctx.model, ctx.digests.get("model", ""), ctx.reads)
-
-
-def _as_made(stamp: Mapping[str, Any], canonical: bytes) -> bool:
-    own = stamp.get("own")
-    return isinstance(own, Mapping) and own_digest(canonical) in own.values()
 
 
 @attrs.frozen
