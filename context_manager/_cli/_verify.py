@@ -66,8 +66,9 @@ class Outcome:
     dropped: tuple[str, ...] = ()
     error: str = ""
     skipped: bool = False
-    """The head the reply was made under is not recoverable from the store (its stamp's
-    ``system`` / ``tools`` digests match no head the store records): not replayed."""
+    """Not replayed: the head the reply was made under is not recoverable from the store (its
+    stamp's ``system`` / ``tools`` digests match no head the store records), or ``why``."""
+    why: str = "the head it was made under is not in the store"
 
     @property
     def held(self) -> bool:
@@ -75,7 +76,7 @@ class Outcome:
 
     def line(self) -> str:
         if self.skipped:
-            return f"{self.reply.id}: skipped, the head it was made under is not in the store"
+            return f"{self.reply.id}: skipped, {self.why}"
         lost = self.blocks - self.sent
         said = f"{self.sent} of {self.blocks} thinking blocks sent"
         if lost:
@@ -165,6 +166,10 @@ def _replay(cm: ContextManager, args: argparse.Namespace, out: TextIO, anchored:
             continue
         result = cm.compile(head, dry_run=True)
         request = _enforced(result.request)
+        if client is not None and _foreign_compaction(request):
+            outcomes.append(Outcome(reply, 0, 0, skipped=True, why=FOREIGN_COMPACTION))
+            print(outcomes[-1].line(), file=out)
+            continue
         if client is None:
             print(json.dumps({"reply": reply.id, "request": request}, default=str), file=out)
             continue
@@ -281,6 +286,24 @@ def _send(
         if t.type == "thinking_dropped" and t.path not in expected
     )
     return Outcome(reply, sent, blocks, dropped=dropped)
+
+
+FOREIGN_COMPACTION = (
+    "its request carries a server compaction, which the simulator judges only in the process "
+    "that made it (it keeps what a compaction covered in memory); verify it against the API"
+)
+
+
+def _foreign_compaction(request: dict[str, Any]) -> bool:
+    """Whether ``request`` carries a compaction block and is answered by a fresh simulator."""
+    if os.environ.get(API_KEY_VARIABLE):
+        return False
+    return any(
+        isinstance(block, dict) and block.get("type") == "compaction"
+        for message in request.get("messages", ())
+        if isinstance(message.get("content"), list)
+        for block in message["content"]
+    )
 
 
 def _client() -> anthropic.Anthropic:
