@@ -109,7 +109,7 @@ class ContextManager(CompileObservers, Compacting):
         self._async_locks: dict[str, tuple[asyncio.Lock, asyncio.AbstractEventLoop]] = {}
         self._branch = self._ensure_branch()
         self._compiler = Compiler(self)
-        self._compactor = Compactor(self)
+        self._compactor = Compactor(self, self._compiler.keeps_hot)
         self._reconcile_keys: KeyCache = {}
         self.last_reconciliation: Reconciliation | None = None
         """What the last ``reconcile`` stored, edited, folded or rewound (``None`` before one)."""

@@ -5,10 +5,12 @@ One ``Compactor`` per ``ContextManager``. It keeps, per branch, the last committ
 compaction is due when the strategy is ``Compact`` and that request passed its trigger.
 Failures: a ``stop_reason`` other than ``compaction`` stores nothing (``_compact_step``); a
 model that cannot compact (a 400 saying so) or ``FAILURE_LIMIT`` failures in a row switch the
-manager to the strategy's ``fallback`` with one warning (``compaction_fallback``). Anything
-else the call raises (a 529 ``compaction_unavailable`` after the caller's retries) reaches
-the caller with the history as it was. In memory only: after a restart the first turn's
-compile is noted again, and the compaction waits for it.
+manager to the strategy's ``fallback`` with one warning (``compaction_fallback``). Anything else
+the call raises (a 529 ``compaction_unavailable`` after the caller's retries) reaches the caller
+with the history as it was. In memory only: after a restart the first turn's compile is noted
+again, and the compaction waits for it. Under another strategy (a ``Compact`` used once, as the
+CLI's ``/compact``) the request is kept only while the branch's hot render is (``release``): a
+request shares its objects with that render, and nothing else would bound it.
 """
 
 from __future__ import annotations
@@ -42,16 +44,33 @@ Call = Callable[[dict[str, Any]], Awaitable[object]]
 class Compactor:
     """When and how a manager compacts (see the module docstring)."""
 
-    def __init__(self, host: CompileHost) -> None:
+    def __init__(self, host: CompileHost, keeps_hot: Callable[[str], bool]) -> None:
         # a proxy, as the compiler's: a manager the host drops is freed at once
         self._host: CompileHost = weakref.proxy(host)
+        self._keeps_hot = keeps_hot
+        """Whether a branch's render is kept hot (the compiler's ``keeps_hot``)."""
         self._sent: dict[str, CompileResult] = {}
         self._failures = 0
 
     def note(self, result: CompileResult) -> None:
         """``result`` was committed: it is the request the next compaction repeats."""
-        if not result.dry:
+        if result.dry:
+            return
+        if self._holds(result.branch):
             self._sent[result.branch] = result
+        else:
+            self._sent.pop(result.branch, None)
+
+    def release(self, key: str) -> None:
+        """Branch ``key``'s hot render is gone: so is its request, unless the strategy is
+        ``Compact``."""
+        if not isinstance(self._host.strategy, Compact):
+            self._sent.pop(key, None)
+
+    def _holds(self, key: str) -> bool:
+        # a request is the size of the window and shares its objects with the hot render: kept
+        # under ``Compact`` always, otherwise only beside the hot render (whose bound counts it)
+        return isinstance(self._host.strategy, Compact) or self._keeps_hot(key)
 
     def due(self) -> bool:
         """The strategy compacts and the branch's last request passed its trigger."""
@@ -136,6 +155,11 @@ class Compacting:
     """The facade's compaction methods (``ContextManager`` mixes this in)."""
 
     _compactor: Compactor
+
+    def render_released(self, key: str) -> None:
+        """Branch ``key``'s hot render is gone (``CompileHost``): so is its request, unless
+        the strategy is ``Compact``."""
+        self._compactor.release(key)
 
     def compaction_due(self) -> bool:
         """The strategy is ``Compact`` and the branch's last request passed its trigger."""

@@ -24,6 +24,7 @@ the messages stored since the last one and renders only those: O(new), not O(his
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import sys
 import weakref
@@ -149,7 +150,7 @@ class Compiler(WindowRenderer):
                 for msg in [*memo.messages, *self._recorded_since(memo)]
                 if msg.id not in others
             )
-        self._release_unused()
+        self._release_unused(key)
         _resident.forget(self, key)
 
     def _recorded_since(self, memo: WindowMemo) -> list[StoredMessage]:
@@ -188,7 +189,12 @@ class Compiler(WindowRenderer):
             cache.drop_render()
             if cache.empty():
                 del self._caches[key]
-        self._release_unused()
+        self._release_unused(key)
+
+    def keeps_hot(self, key: str) -> bool:
+        """Branch ``key``'s render is kept as Python objects (not compact, not dropped)."""
+        cache = self._caches.get(key)
+        return cache is not None and isinstance(cache.render and cache.render[1], RenderState)
 
     def compact_render(self, key: str) -> int | None:
         """Keep branch ``key``'s render compact (``_resident`` pushed it out of the hot tier):
@@ -200,7 +206,7 @@ class Compiler(WindowRenderer):
         if cache is not None:
             cache.window = None
         if cache is None or entry is None:
-            self._release_unused()
+            self._release_unused(key)
             return None
         if isinstance(entry[1], CompactRender):
             return entry[1].nbytes
@@ -215,7 +221,7 @@ class Compiler(WindowRenderer):
             # in memory only: this runs inside whichever compile pushed it out (another
             # manager's, maybe on another store), and a compile writes only to its own store
             cache.render = (entry[0], compact)
-        self._release_unused()
+        self._release_unused(key)
         return compact.nbytes
 
     def skips_a_change(
@@ -245,8 +251,12 @@ class Compiler(WindowRenderer):
         cache.skips = (asked, found)
         return found
 
-    def _release_unused(self) -> None:
-        """No hot render is kept: neither are the stamps it judged by (re-read on demand)."""
+    def _release_unused(self, key: str | None = None) -> None:
+        """No hot render is kept: neither are the stamps it judged by (re-read on demand).
+        ``key``: that branch's hot render is gone; the manager is told (``render_released``)."""
+        if key is not None:
+            with contextlib.suppress(ReferenceError):  # the manager is gone: nothing to tell
+                self.manager.render_released(key)
         if not any(
             c.render is not None and isinstance(c.render[1], RenderState)
             for c in self._caches.values()
