@@ -22,6 +22,7 @@ from context_manager import Passthrough, Window, set_render_snapshots
 
 from ._append import append_figures
 from ._cache import CacheConfig, cache_sessions
+from ._fresh import RSS_AGENTS, fresh_process_figures
 from ._history import History, mean_message_tokens
 from ._places import DatabasePlace, FilePlace, Place
 from ._quiet import quiet_logging
@@ -103,6 +104,9 @@ class Config:
     quick: bool = False
     teller_in_child: bool = True
     shed_messages: int = 10_000
+    fresh_repeats: int = 5
+    """Child processes per fresh-process figure (each one measurement)."""
+    rss_agents: int = RSS_AGENTS
     cache_session: CacheConfig = attrs.field(factory=CacheConfig)
 
     def __attrs_post_init__(self) -> None:
@@ -126,6 +130,7 @@ class Config:
             loop_repeats=9,
             reopen_repeats=3,
             sdk_repeats=9,
+            fresh_repeats=3,
             appends=200,
             quick=True,
             cache_session=CacheConfig(turns=100, tool_changes=(30, 70), fold_at=50),
@@ -146,6 +151,8 @@ class Config:
             tool_loop_size=80,
             sdk_repeats=2,
             shed_messages=400,
+            fresh_repeats=1,
+            rss_agents=5,
             appends=3,
             teller_events=3_000,
             quick=True,
@@ -308,6 +315,17 @@ def _run(config: Config, place: Place, progress: Progress | None, work: Path) ->
         max_workers=1, mp_context=multiprocessing.get_context("spawn")
     ) as child:
         resident = child.submit(resident_memory, places[at], AGENT, strategy, history.head).result()
+    say(f"fresh processes: reopen, wake and memory at {at:,} and reopen at {largest:,}")
+    fresh = fresh_process_figures(
+        places,
+        AGENT,
+        strategy,
+        history.head,
+        at=at,
+        largest=largest,
+        repeats=config.fresh_repeats,
+        agents=config.rss_agents,
+    )
     say(f"shedding: two {config.shed_messages:,}-message histories under a third of their tokens")
     shed = shedding(config.shed_messages)
     cache = cache_sessions(config.cache_session, work, say)
@@ -340,6 +358,7 @@ def _run(config: Config, place: Place, progress: Progress | None, work: Path) ->
             "reopen": {str(size): seconds for size, seconds in reopens.items()},
             "reopen_cold": {str(size): seconds for size, seconds in reopens_cold.items()},
             "resident": resident,
+            "fresh": fresh,
         },
         details={
             "window_tokens": window_tokens,
