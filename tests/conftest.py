@@ -127,15 +127,29 @@ def no_render_snapshots() -> Iterator[None]:
 
 
 # Hypothesis profiles (reliability, issue 9). Registered here, before the plugin reads
-# ``--hypothesis-profile``. ``ci`` sizes the model-based test in CI (tests/test_model_based.py
-# uses it unless a bigger profile is loaded); ``long`` runs thousands of examples locally and
+# ``--hypothesis-profile``. ``quick`` sizes the model-based test in the default run and ``ci`` in
+# the ``-m slow`` run that ``.ci/run`` adds (tests/test_model_based.py uses them unless a bigger
+# profile is loaded); ``long`` runs thousands of examples locally and
 # raises every other property test's examples with it.
+# With CONTEXT_MANAGER_HYPOTHESIS_SEEDED=1 (``.ci/run`` sets it) every profile draws the same
+# examples on every run (``derandomize``), so whether a commit lands never depends on the draw;
+# a plain local run explores new examples each time.
 from hypothesis import settings as _hypothesis_settings  # noqa: E402
 
-_hypothesis_settings.register_profile("ci", max_examples=300, stateful_step_count=10, deadline=None)
-_hypothesis_settings.register_profile(
-    "quick", max_examples=25, stateful_step_count=10, deadline=None
+_SEEDED = (
+    {"derandomize": True, "database": None}
+    if os.environ.get("CONTEXT_MANAGER_HYPOTHESIS_SEEDED")
+    else {}
 )
 _hypothesis_settings.register_profile(
-    "long", max_examples=3000, stateful_step_count=25, deadline=None
+    "ci", max_examples=300, stateful_step_count=10, deadline=None, **_SEEDED
 )
+_hypothesis_settings.register_profile(
+    "quick", max_examples=25, stateful_step_count=10, deadline=None, **_SEEDED
+)
+_hypothesis_settings.register_profile(
+    "long", max_examples=3000, stateful_step_count=25, deadline=None, **_SEEDED
+)
+if _SEEDED:
+    _hypothesis_settings.register_profile("seeded", **_SEEDED)
+    _hypothesis_settings.load_profile("seeded")

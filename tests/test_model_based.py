@@ -1187,7 +1187,8 @@ def _model_settings(profile: str = "ci") -> settings:
     """``profile`` unless a bigger one (``long``) was chosen on the command line."""
     base = settings.get_profile(profile)
     current = settings.default
-    chosen = current if current is not None and current.max_examples > base.max_examples else base
+    bigger = max(base.max_examples, settings.get_profile("default").max_examples)
+    chosen = current if current is not None and current.max_examples > bigger else base
     return settings(
         chosen,
         deadline=None,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -22,6 +22,7 @@ from context_manager._model._content import (
     ThinkingBlock,
     ToolResultBlock,
 )
+from context_manager._model._diagnostics import verdict_counts
 from context_manager._model._editing import CallEdits
 from context_manager._model._messages import StoredMessage
 from context_manager._model._usage import USAGE_KEY, CallUsage
@@ -280,6 +281,9 @@ def _show_usage(
     total = CallUsage.total(usage for _, _, usage in turns)
     calls = sum(n for _, n, _ in turns)
     share = total.cache_read_input_tokens / total.total_input if total.total_input else 0.0
+    diagnosed = verdict_counts(
+        m.metadata.extra for m in _messages(cm, record.ref.name, None) if m.role == "assistant"
+    )
     if json_lines:
         for number, (opener, n, usage) in enumerate(turns, start=1):
             entry: dict[str, Any] = {
@@ -291,8 +295,10 @@ def _show_usage(
                 **_edits_json(edits[number - 1]),
             }
             print(json.dumps(entry), file=out)
-        summary = {"total": {"calls": calls, **total.to_json(), "cache_read_share": share}}
-        print(json.dumps(summary), file=out)
+        summed: dict[str, Any] = {"calls": calls, **total.to_json(), "cache_read_share": share}
+        if diagnosed["compared"]:
+            summed["cache_diagnostics"] = diagnosed
+        print(json.dumps({"total": summed}), file=out)
         return
     print(style(f"agent {cm.namespace}, branch {record.ref.name}: usage", DIM, color), file=out)
     header = ("turn", "#seq", "opened by", "calls", "input", "cache read", "cache write", "output")
@@ -310,6 +316,8 @@ def _show_usage(
     for line in table(rows, header):
         print(line, file=out)
     print(f"cache read share: {share:.1%} of {total.total_input} input tokens", file=out)
+    if diagnosed["compared"]:
+        print(divergence_line(diagnosed), file=out)
     cleared = [(number, e) for number, e in enumerate(edits, start=1) if e != CallEdits()]
     for number, e in cleared:
         print(
@@ -317,6 +325,30 @@ def _show_usage(
             f"{e.cleared_thinking_turns} thinking turns ({e.cleared_input_tokens} input tokens)",
             file=out,
         )
+
+
+def divergence_line(counts: Mapping[str, Any]) -> str:
+    """The ``--usage`` line summing cache diagnostics' verdicts (``verdict_counts``).
+
+    >>> print(divergence_line({"compared": 4, "expected": 2, "unexpected": 1, "pending": 0,
+    ...     "previous_message_not_found": 1, "unexpected_reasons": {"messages_changed": 1}}))
+    ... # doctest: +NORMALIZE_WHITESPACE
+    cache diagnostics: 4 requests compared, 2 divergences expected, 1 unexpected
+    (messages_changed 1), 1 previous request not found
+    """
+    expected = counts["expected"]
+    line = (
+        f"cache diagnostics: {counts['compared']} requests compared, {expected} "
+        f"{'divergence' if expected == 1 else 'divergences'} expected, "
+        f"{counts['unexpected']} unexpected"
+    )
+    reasons = ", ".join(f"{r} {n}" for r, n in counts["unexpected_reasons"].items())
+    line += f" ({reasons})" if reasons else ""
+    if counts["pending"]:
+        line += f", {counts['pending']} pending"
+    if counts["previous_message_not_found"]:
+        line += f", {counts['previous_message_not_found']} previous request not found"
+    return line
 
 
 def _snippet(message: StoredMessage | None) -> str:

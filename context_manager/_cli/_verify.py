@@ -1,5 +1,6 @@
 """The ``verify`` command: replay a stored branch through the current compiler against the API.
 
+A ``postgresql://`` URI is copied to a throwaway schema on the same database (``_verify_pg``).
 Following the provider's recipe for checking an integration: for each stored reply with
 thinking, the first request after it (the branch cut where the next reply was asked for) is
 compiled again and sent with ``prefix_mismatch_behavior: "error"``, so a block the compiler
@@ -34,15 +35,20 @@ from context_manager._model._head import Head
 from context_manager._model._messages import HEAD_CHANGE_KIND, StoredMessage
 from context_manager._model._results import CompileResult
 from context_manager._reasoning._capture import ReasoningCapture
+from context_manager._reasoning._store import ReasoningStore
+from context_manager._store._protocol import Store
 from context_manager._store._sqlite import SQLiteStore
 from context_manager.simulator import Simulator
 
 from ._db import CliError, _read_only, is_postgres, open_sidecar, sidecar_path
 from ._run import API_KEY_VARIABLE, DEFAULT_MODEL, SETTINGS
+from ._verify_pg import postgres_copy
 
 PROBE_TEXT = "(verify: the next turn)"
 """The user message a cut that ends with a reply gets on its throwaway branch."""
 EXIT_MISPREDICTED = 1
+ANCHORED_QUERY = "SELECT head FROM anchored_heads WHERE ns = ? ORDER BY at_seq DESC"
+"""Every anchored head an agent's branches recorded, newest first (SQLite placeholders)."""
 PATH = re.compile(r"messages\.\d+\.content\.\d+")
 """A block's path in a refusal's message."""
 
@@ -94,7 +100,7 @@ def add_verify(commands: Any, common: argparse.ArgumentParser, handler: Any) -> 
         "refusal or drop the compiler did not predict, 2 bad input.",
     }
     verify = commands.add_parser("verify", parents=[common], **texts)
-    verify.add_argument("path", metavar="PATH", help="the SQLite file")
+    verify.add_argument("path", metavar="PATH|URI", help="the SQLite file, or a postgresql:// URI")
     verify.add_argument("--agent", metavar="NAME", required=True, help="the agent's name")
     verify.add_argument("--branch", metavar="B", help="the branch (default: the current one)")
     verify.add_argument("--model", metavar="M", help="the model (default: each reply's own)")
@@ -107,24 +113,37 @@ def add_verify(commands: Any, common: argparse.ArgumentParser, handler: Any) -> 
 def verify_branch(args: argparse.Namespace, out: TextIO) -> int:
     """The ``verify`` command; returns the exit code."""
     if is_postgres(args.path):
-        raise CliError("verify reads SQLite files only (copy the agent to a file first)")
+        with postgres_copy(args.path) as (copied, reader):
+            rows = reader.execute(ANCHORED_QUERY.replace("?", "%s"), (args.agent,)).fetchall()
+            return _verify_on(copied, None, args, out, [str(row[0]) for row in rows])
     if not Path(args.path).is_file():
         raise CliError(f"no such database: {args.path}")
     with _copy(Path(args.path)) as (db, side):
         store = SQLiteStore(db)
         sidecar = open_sidecar(side, create=False) if side is not None else None
         try:
-            if args.agent not in store.namespaces():
-                raise CliError(f"no agent {args.agent!r} in {args.path}")
-            reasoning = ReasoningCapture(sidecar) if sidecar is not None else None
-            cm = ContextManager.open(store, namespace=args.agent, reasoning=reasoning)
-            if args.branch:
-                cm.switch_branch(args.branch)
-            return _replay(cm, args, out, _anchored_heads(db, args.agent))
+            return _verify_on(store, sidecar, args, out, _anchored_heads(db, args.agent))
         finally:
             if sidecar is not None:
                 sidecar.close()
             store.close()
+
+
+def _verify_on(
+    store: Store,
+    sidecar: ReasoningStore | None,
+    args: argparse.Namespace,
+    out: TextIO,
+    anchored: list[str],
+) -> int:
+    """Replay the agent's branch on ``store`` (a copy: it is written to)."""
+    if args.agent not in store.namespaces():
+        raise CliError(f"no agent {args.agent!r} in {args.path}")
+    reasoning = ReasoningCapture(sidecar) if sidecar is not None else None
+    cm = ContextManager.open(store, namespace=args.agent, reasoning=reasoning)
+    if args.branch:
+        cm.switch_branch(args.branch)
+    return _replay(cm, args, out, anchored)
 
 
 def _replay(cm: ContextManager, args: argparse.Namespace, out: TextIO, anchored: list[str]) -> int:
@@ -217,9 +236,7 @@ def _anchored_heads(db: Path, agent: str) -> list[str]:
     """Every anchored head the agent's branches recorded (the copy's table), newest first."""
     connection = sqlite3.connect(db)
     try:
-        rows = connection.execute(
-            "SELECT head FROM anchored_heads WHERE ns = ? ORDER BY at_seq DESC", (agent,)
-        ).fetchall()
+        rows = connection.execute(ANCHORED_QUERY, (agent,)).fetchall()
     except sqlite3.Error:
         rows = []
     finally:

@@ -53,10 +53,16 @@ class Caching:
             it) or ``"1h"`` (a write costs 2x; for an agent idle more than five minutes between
             calls). A marker is never given a longer TTL than a marker before it (the API
             refuses a ``"1h"`` entry after a ``"5m"`` one).
+        diagnostics: ask the provider where each request's prefix diverged from the previous
+            one (cache diagnostics, ``_diagnostics``): every request carries
+            ``diagnostics.previous_message_id`` (the branch's previous reply's response id, or
+            ``null`` on a first request), each reply records the verdict, and a divergence the
+            compiler did not expect is a ``cache_prefix_unexpected`` warning. Off by default.
     """
 
     enabled: bool = True
     ttl: CacheTtl = attrs.field(default="5m", validator=attrs.validators.in_(CACHE_TTLS))
+    diagnostics: bool = attrs.field(default=False, kw_only=True)
 
 
 def previous_request_end(messages: Sequence[Any]) -> int | None:

@@ -13,7 +13,9 @@ The stages, in order (each a function of its inputs returning a new frozen ``Dra
 7. the in-flight round (``_stage_finish.inflight_round``);
 8. finish the request (``_stage_finish.finish_request``): settings, betas, cache markers;
 9. the report (``_stage_report``): the strip, the restored replies, the binding write;
-10. commit (``_commit``): every effect in one store batch. A dry run stops before it.
+10. commit (``_commit``): every effect in one store batch. A dry run stops before it;
+11. cache diagnostics (``_diagnostics.diagnose``, ``Caching(diagnostics=True)``): the previous
+    reply's response id in ``request["diagnostics"]``, and what changed since its request.
 
 Every check that can raise runs before the commit, so a refused compile writes nothing (and
 drops the branch's cached render, which it may have extended). State per branch lives in one
@@ -53,6 +55,7 @@ from ._branch import (
 from ._cold import READ_CHUNK
 from ._commit import commit
 from ._compact import CompactRender
+from ._diagnostics import diagnose, log_verdict, reply_extra
 from ._fold import SUMMARY_KIND, FoldRequest, kept_thinking, plan_fold
 from ._host import CompileHost
 from ._inflight import INFLIGHT_CAUSES, Restored, restore_inflight
@@ -434,7 +437,7 @@ class Compiler(WindowRenderer):
             # counted once everything this compile keeps is kept (a refused compile too): an
             # eviction of this very branch then frees what it holds, never what is set after
             self.note_size(run.key, draft.rendered.repeat)
-        return compile_result(run, draft, appended)
+        return diagnose(self.manager, compile_result(run, draft, appended))
 
     def _keep(self, run: Run, draft: Draft) -> None:
         """After the commit: keep the render for the next compile (and its snapshot)."""
@@ -572,7 +575,11 @@ class Compiler(WindowRenderer):
     ) -> MessageId:
         """Store an assistant reply, stamping each thinking block against what produced it
         (``_reply.store_reply``); its stamp is kept for the next render."""
+        cached, verdict = reply_extra(result, message)
+        extra = {**(extra or {}), **cached} if cached else extra
         stored, stamp = store_reply(self.manager, message, result, appended=appended, extra=extra)
+        if verdict is not None:
+            log_verdict(self.manager.namespace, stored.id, result, verdict)
         if self.manager.binding.enforcement == "observe":
             self._observe(result, message)
         self._stamps.put(stored.id, stamp)

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 import attrs
 
+from ._diagnostics import CacheCheck
 from ._messages import MessageId
 
 StripCause = Literal["head", "first", "messages"]
@@ -114,3 +115,6 @@ class CompileResult:
     compacted: bool = False
     """The request is the first sent after a compaction: telemetry sets
     ``gen_ai.conversation.compacted`` on its call (whatever builds compaction sets this)."""
+    cache_check: CacheCheck | None = attrs.field(default=None, repr=False)
+    """``Caching(diagnostics=True)``: what the compiler knew changed since the request of the
+    branch's previous reply, which ``request["diagnostics"]`` names (``None``: diagnostics off)."""

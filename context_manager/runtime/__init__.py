@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from ._agent import CALL_USAGE_EVENT, Agent, Turn, TurnResult
+from ._agent import CALL_USAGE_EVENT, Agent
 from ._calls import LiveSink, RetryPolicy
 from ._live import LIVE_BUFFER_CHARS, SUBSCRIBER_BACKLOG, ReasoningHub, ReasoningSink, Subscription
 from ._publish import MirroredReasoning, ReasoningPublisher, payloads_of
 from ._runtime import Runtime, check_agent_name
 from ._tools import ToolCall, ToolFunction
+from ._turn import Turn, TurnResult
 
 __all__ = [
     "CALL_USAGE_EVENT",

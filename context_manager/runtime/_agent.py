@@ -21,6 +21,7 @@ import anthropic
 import attrs
 
 from context_manager._binding._drops import parse_input_transformations, place_thinking_drops
+from context_manager._compile._caching import Caching
 from context_manager._compile._fold import SUMMARY_KIND
 from context_manager._compile._strategies import Passthrough, Strategy
 from context_manager._manager import ContextManager
@@ -49,12 +50,24 @@ from ._calls import RetryPolicy, stream_call
 from ._cleared import ClearedThinking
 from ._compacting import compact_if_due
 from ._live import ReasoningHub, ReasoningSink, Subscription
+from ._observed import ObservedTurn
 from ._tools import ToolCall, ToolFunction, run_tool
+from ._turn import Turn, TurnResult
 
 log = library_logger("context_manager.runtime")
 
 INTERRUPTED_TEXT = "This tool call was interrupted before it finished; run it again if needed."
 """The result ``resume_turn`` gives a call whose answer was never stored."""
+
+__all__ = [
+    "CALL_USAGE_EVENT",
+    "INTERRUPTED_TEXT",
+    "MAX_CALLS_PER_TURN",
+    "Agent",
+    "Turn",
+    "TurnResult",
+]
+"""``Turn`` and ``TurnResult`` live in ``_turn``; importing them from here still works."""
 
 MAX_CALLS_PER_TURN = 200
 """A runaway tool loop stops here rather than calling the model forever."""
@@ -62,42 +75,6 @@ MAX_CALLS_PER_TURN = 200
 CALL_USAGE_EVENT = "call_usage"
 """The structured event (info) each model call logs: agent, branch, compile id, and its input,
 cache read, cache write and output tokens."""
-
-
-@attrs.frozen
-class Turn:
-    """A live turn: where it opened."""
-
-    branch_key: str
-    head_sequence: int
-
-
-@attrs.frozen
-class TurnResult:
-    """What a turn stored: replies, tool calls, notices, why it stopped, and each call's usage.
-
-    ``replies`` and ``notices`` are stored message ids (read a notice's text with
-    ``agent.context.get_message(id).content[0].text``). ``usage[k]`` is the usage of the call
-    that produced ``replies[k]`` (zeros when the provider reported none); ``total_usage`` sums
-    them.
-    """
-
-    replies: tuple[MessageId, ...]
-    tool_calls: tuple[ToolCall, ...]
-    notices: tuple[MessageId, ...]
-    stop_reason: str | None
-    usage: tuple[CallUsage, ...] = ()
-
-    @property
-    def total_usage(self) -> CallUsage:
-        """The turn's tokens: uncached input, cache reads, cache writes and output, summed."""
-        return CallUsage.total(self.usage)
-
-    head_changes: tuple[MessageId, ...] = ()
-    """The ``head-change`` system messages the turn's compiles appended (SPEC 7b)."""
-    edits: tuple[CallEdits, ...] = ()
-    """``edits[k]``: what the server's context editing cleared on the call that produced
-    ``replies[k]`` (``ContextEditing``; zeros when it cleared nothing)."""
 
 
 @attrs.define(eq=False)
@@ -118,6 +95,8 @@ class Agent:
     reasoning: ReasoningCapture | Literal[False] | None = None
     editing: ContextEditing | None = None
     """Server-side context editing for the agent's requests (``ContextEditing``), or ``None``."""
+    caching: Caching | None = attrs.field(default=None, kw_only=True)
+    """Prompt-cache breakpoints and cache diagnostics (``Caching``; ``None``: the default)."""
     on_reasoning: ReasoningSink | None = attrs.field(default=None, kw_only=True)
     live: ReasoningHub = attrs.field(init=False, repr=False)
     """The agent's live reasoning hub (``ReasoningHub``): its buffer, sink and subscribers."""
@@ -481,11 +460,13 @@ class Agent:
         edits: list[CallEdits] = []
         changes: list[MessageId] = []
         stop_reason: str | None = None
+        observed = ObservedTurn(cm)
         for _ in range(MAX_CALLS_PER_TURN):
             result = await cm.compile_async(self.head)
             changes.extend(result.appended)
             with cm.telemetry.call(result) as call:  # the call's chat span, drops included
                 message, reply = await self._call(result)
+                observed.call(result)
                 call.answered(message, self.name)
                 replies.append(reply)
                 usage.append(self._log_usage(message, result))
@@ -508,6 +489,7 @@ class Agent:
             log.warning("turn_call_limit", agent=self.name, calls=MAX_CALLS_PER_TURN)
         self._turn = None
         notices.extend(self._flush())
+        observed.finish(self.name)
         if self._client is not None:
             await compact_if_due(self.context, self._client, self.name, self._retry)
         return TurnResult(
@@ -518,6 +500,8 @@ class Agent:
             tuple(usage),
             tuple(changes),
             tuple(edits),
+            predicted_strips=observed.predicted,
+            prediction_mismatches=observed.mismatches,
         )
 
     def _log_usage(self, message: object, result: CompileResult) -> CallUsage:

@@ -124,6 +124,7 @@ class Runtime:
             reasoning=agent.reasoning or None,
             tracer_provider=self.telemetry,
             editing=agent.editing,
+            caching=agent.caching,
         )
         agent.attach(
             self.client,

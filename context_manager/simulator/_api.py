@@ -51,6 +51,12 @@ REDACTED_THINKING = "redacted_thinking"
 SIGNED_TYPES = (THINKING, REDACTED_THINKING)
 """Block types whose signature binds them to their prefix (redacted blocks sign ``data``)."""
 
+DIAGNOSTICS = "diagnostics"
+"""The request field (and the response field) of cache diagnostics (``_diagnose``)."""
+
+PREVIOUS_MESSAGE_ID = "previous_message_id"
+"""The ``diagnostics`` field naming the earlier response to compare with (``null``: opt in)."""
+
 MESSAGES_PATH = "/v1/messages"
 """The messages endpoint (``?beta=true`` is accepted and ignored); ``_count.COUNT_PATH`` is the
 other one the simulator serves."""

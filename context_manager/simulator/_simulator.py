@@ -21,11 +21,20 @@ import httpx2
 
 from context_manager import InvalidValue, library_logger
 
-from ._api import BINDING_BETA, DROP_MODE, MESSAGES_PATH, PREFIX_MISMATCH, SIGNED_TYPES
+from ._api import (
+    BINDING_BETA,
+    DIAGNOSTICS,
+    DROP_MODE,
+    MESSAGES_PATH,
+    PREFIX_MISMATCH,
+    PREVIOUS_MESSAGE_ID,
+    SIGNED_TYPES,
+)
 from ._cache import DEFAULT_MIN_TOKENS, PromptCache
 from ._call import Call
 from ._compaction import CompactionLedger
 from ._count import COUNT_PATH, answer_count, count_input, items
+from ._diagnose import DiagnosticsLedger, fingerprint
 from ._errors import InvalidRequest, NotFound, SimulatedApiError
 from ._faults import Faults
 from ._http import VERSION_HEADER, HttpReply, betas_of, error_reply, framed_reply, json_reply
@@ -121,6 +130,9 @@ class Simulator:
         compaction_models: the models that take on-demand compaction. Default: the documented
             list ``COMPACTION_MODELS``; pass a superset to extend it.
 
+    Cache diagnostics (``_diagnose``): a request naming an earlier reply's id in
+    ``diagnostics.previous_message_id`` gets back the first divergence from that request.
+
     Example:
         ``sim = Simulator(); async with sim.client() as client: await client.beta.messages
         .create(...)``
@@ -182,6 +194,9 @@ class Simulator:
         self._issued = IssuedReplies()
         self.cache = PromptCache(clock or time.monotonic, min_tokens=cache_min_tokens)
         """The prompt cache (``_cache.PromptCache``): prefixes written at breakpoints."""
+        self.diagnostics = DiagnosticsLedger()
+        """Cache diagnostics (``_diagnose.DiagnosticsLedger``): a fingerprint per response id of
+        every request that carried ``diagnostics``."""
 
     # Identity ----------------------------------------------------------------------------------
 
@@ -456,9 +471,19 @@ class Simulator:
             new_id=new_id,
         )
         positions = items(body, result.view, organization=verifier.organization)
+        shape = (
+            fingerprint(body, {check.path for check in result.walk.dropped})
+            if DIAGNOSTICS in body
+            else None
+        )
         with self._lock:
             self._issued.remember(result.message["content"])
             result.message["usage"].update(self.cache.process(positions).usage_fields())
+            if shape is not None:
+                previous = body[DIAGNOSTICS].get(PREVIOUS_MESSAGE_ID)
+                result.message[DIAGNOSTICS] = self.diagnostics.answer(
+                    verifier.organization, previous, result.message["id"], shape
+                )
         dropped = result.walk.dropped
         unoffered = result.unoffered_calls
         if unoffered:
@@ -570,5 +595,6 @@ class Simulator:
             self._faults._check()
             self._issued._check()
             self.cache._check()
+            self.diagnostics._check()
             self._compactions._check()
             assert all(isinstance(call.response, dict) for call in self._calls)

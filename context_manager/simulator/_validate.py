@@ -15,7 +15,9 @@ from anthropic.types.beta.message_create_params import MessageCreateParamsBase
 
 from ._api import (
     BINDING_BETA,
+    DIAGNOSTICS,
     PREFIX_MISMATCH_BEHAVIORS,
+    PREVIOUS_MESSAGE_ID,
     REDACTED_THINKING,
     THINKING,
 )
@@ -34,10 +36,10 @@ BODY_FIELDS = (
 """Top-level fields the API accepts: the SDK's create params (``betas`` is a header instead) and
 the sampling settings."""
 
-NULLABLE_FIELDS = frozenset({"citations", "cache_control", "page_age"})
+NULLABLE_FIELDS = frozenset({"citations", "cache_control", "page_age", "previous_message_id"})
 """Fields the API takes as ``null`` (recorded 200s: Mirascope sends block-level ``citations`` and
 ``cache_control`` as ``null``, four clients send back web-search results with ``page_age:
-null``)."""
+null``; ``diagnostics.previous_message_id`` is ``null`` on a first turn, the documented opt-in)."""
 
 OPAQUE_JSON_FIELDS = frozenset({"input", "input_schema", "citations"})
 """Fields whose value is data, not request structure: a ``null`` inside a tool call's ``input``, a
@@ -114,6 +116,7 @@ def validate_request(
     _check_messages(body["messages"], betas)
     check_system_messages(body, betas, system_message_models)
     check_markers(body)
+    check_diagnostics(body)
 
 
 def _no_nulls(value: Any, path: str) -> None:
@@ -380,3 +383,25 @@ def _check_tool_pairing(messages: list[dict[str, Any]]) -> None:
                 "corresponding `tool_result` block in the next message."
             )
         expected = {}
+
+
+def check_diagnostics(body: Mapping[str, Any]) -> None:
+    """Refuse a malformed ``diagnostics`` field as the API does.
+
+    Raises:
+        InvalidRequest: it is not an object, carries another field, or its
+            ``previous_message_id`` is neither a string nor ``null``.
+    """
+    if DIAGNOSTICS not in body:
+        return
+    value = body[DIAGNOSTICS]
+    if not isinstance(value, Mapping):
+        raise InvalidRequest("diagnostics: Input should be an object")
+    for name in sorted(value):
+        if name != PREVIOUS_MESSAGE_ID:
+            raise InvalidRequest(f"diagnostics.{name}: Extra inputs are not permitted")
+    previous = value.get(PREVIOUS_MESSAGE_ID)
+    if previous is not None and (not isinstance(previous, str) or not previous):
+        raise InvalidRequest(
+            "diagnostics.previous_message_id: Input should be a response id or null"
+        )
