@@ -48,7 +48,7 @@ class Compactor:
         # a proxy, as the compiler's: a manager the host drops is freed at once
         self._host: CompileHost = weakref.proxy(host)
         self._keeps_hot = keeps_hot
-        """Whether a branch's render is kept hot (the compiler's ``keeps_hot``)."""
+        """Whether a branch's render is counted hot now (``_resident.kept_hot``)."""
         self._sent: dict[str, CompileResult] = {}
         self._failures = 0
 
@@ -155,11 +155,6 @@ class Compacting:
     """The facade's compaction methods (``ContextManager`` mixes this in)."""
 
     _compactor: Compactor
-
-    def render_released(self, key: str) -> None:
-        """Branch ``key``'s hot render is gone (``CompileHost``): so is its request, unless
-        the strategy is ``Compact``."""
-        self._compactor.release(key)
 
     def compaction_due(self) -> bool:
         """The strategy is ``Compact`` and the branch's last request passed its trigger."""

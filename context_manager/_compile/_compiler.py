@@ -26,11 +26,10 @@ the messages stored since the last one and renders only those: O(new), not O(his
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import sys
 import weakref
-from collections.abc import Generator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from typing import Any
 
 from context_manager._model._errors import InFlightThinkingInvalid, InvalidType
@@ -117,6 +116,7 @@ class Compiler(WindowRenderer):
         self.prediction_mismatches = 0
         """Observe mode: disagreements between the compiler's predictions and the provider's
         ``thinking_mismatch_allowed`` entries, counted over every reply recorded."""
+        self.on_release: Callable[[str], None] = lambda key: None  # the bound freed its render
         self._binding_serial: int | None = None
         """The agent's binding serial the kept records and renders reflect (``None``: not read
         yet, or the store cannot say)."""
@@ -153,7 +153,7 @@ class Compiler(WindowRenderer):
                 for msg in [*memo.messages, *self._recorded_since(memo)]
                 if msg.id not in others
             )
-        self._release_unused(key)
+        self._release_unused()
         _resident.forget(self, key)
 
     def _recorded_since(self, memo: WindowMemo) -> list[StoredMessage]:
@@ -192,12 +192,7 @@ class Compiler(WindowRenderer):
             cache.drop_render()
             if cache.empty():
                 del self._caches[key]
-        self._release_unused(key)
-
-    def keeps_hot(self, key: str) -> bool:
-        """Branch ``key``'s render is kept as Python objects (not compact, not dropped)."""
-        cache = self._caches.get(key)
-        return cache is not None and isinstance(cache.render and cache.render[1], RenderState)
+        self._release_unused()
 
     def compact_render(self, key: str) -> int | None:
         """Keep branch ``key``'s render compact (``_resident`` pushed it out of the hot tier):
@@ -209,7 +204,7 @@ class Compiler(WindowRenderer):
         if cache is not None:
             cache.window = None
         if cache is None or entry is None:
-            self._release_unused(key)
+            self._release_unused()
             return None
         if isinstance(entry[1], CompactRender):
             return entry[1].nbytes
@@ -224,7 +219,7 @@ class Compiler(WindowRenderer):
             # in memory only: this runs inside whichever compile pushed it out (another
             # manager's, maybe on another store), and a compile writes only to its own store
             cache.render = (entry[0], compact)
-        self._release_unused(key)
+        self._release_unused()
         return compact.nbytes
 
     def skips_a_change(
@@ -254,12 +249,8 @@ class Compiler(WindowRenderer):
         cache.skips = (asked, found)
         return found
 
-    def _release_unused(self, key: str | None = None) -> None:
-        """No hot render is kept: neither are the stamps it judged by (re-read on demand).
-        ``key``: that branch's hot render is gone; the manager is told (``render_released``)."""
-        if key is not None:
-            with contextlib.suppress(ReferenceError):  # the manager is gone: nothing to tell
-                self.manager.render_released(key)
+    def _release_unused(self) -> None:
+        """No hot render is kept: neither are the stamps it judged by (re-read on demand)."""
         if not any(
             c.render is not None and isinstance(c.render[1], RenderState)
             for c in self._caches.values()

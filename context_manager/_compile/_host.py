@@ -43,6 +43,3 @@ class CompileHost(Protocol):
     def capture_reasoning(
         self, blocks: tuple[Block, ...], result: CompileResult
     ) -> tuple[Block, ...]: ...
-
-    def render_released(self, key: str) -> None:
-        """Branch ``key``'s hot render was dropped or compacted (the bound, or ``forget``)."""
