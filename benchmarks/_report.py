@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._cache import SessionUsage
+from ._compaction import compaction_rows
 from ._telemetry import TELEMETRY_MAX
 from ._told import ToldReport
 
@@ -87,6 +88,10 @@ REQUIRED_KEYS = (
     "append_on_head_lines",
     "append_off_head_lines",
     "telemetry_overhead",
+    "compaction_kept_share",
+    "kept_vs_fold",
+    "cache_read_share_compact",
+    "input_tokens_per_turn",
     "ratios",
     "machine",
 )
@@ -364,6 +369,7 @@ def table(report: Mapping[str, Any]) -> str:
             )
         )
     )
+    lines += [_row(row) for row in compaction_rows(report)]
     told = report["targets"]["told_state"]
     lines.append(
         _row(

@@ -22,6 +22,7 @@ from context_manager import Passthrough, Window, set_render_snapshots
 
 from ._append import append_figures
 from ._cache import CacheConfig, cache_sessions
+from ._compaction import SessionConfig, compaction_figures, with_compaction
 from ._fresh import RSS_AGENTS, fresh_process_figures
 from ._history import History, mean_message_tokens
 from ._places import DatabasePlace, FilePlace, Place
@@ -86,6 +87,7 @@ class Config:
         teller_in_child: run the told-state scenario in a child process, beside generation.
         shed_messages: the thinking-heavy history the shedding scenario grows.
         cache_session: the prompt-cache session (issue 19), run once per breakpoint policy.
+        compaction_session: the resident session kept inside its window three ways (issue 29).
     """
 
     sizes: tuple[int, ...] = (1_000, 10_000, 100_000)
@@ -108,6 +110,7 @@ class Config:
     """Child processes per fresh-process figure (each one measurement)."""
     rss_agents: int = RSS_AGENTS
     cache_session: CacheConfig = attrs.field(factory=CacheConfig)
+    compaction_session: SessionConfig = attrs.field(factory=SessionConfig)
 
     def __attrs_post_init__(self) -> None:
         if self.tool_loop_size not in self.sizes:
@@ -134,6 +137,7 @@ class Config:
             appends=200,
             quick=True,
             cache_session=CacheConfig(turns=100, tool_changes=(30, 70), fold_at=50),
+            compaction_session=SessionConfig.quick(),
         )
 
     @classmethod
@@ -157,6 +161,7 @@ class Config:
             teller_events=3_000,
             quick=True,
             cache_session=CacheConfig.tiny(),
+            compaction_session=SessionConfig.tiny(),
         )
 
 
@@ -331,7 +336,10 @@ def _run(config: Config, place: Place, progress: Progress | None, work: Path) ->
     cache = cache_sessions(config.cache_session, work, say)
     say("append-only: a 200-turn tool-loop session with head changes, append on and off")
     appended = append_figures()
-    return build_report(
+    session = config.compaction_session
+    say(f"staying inside the window: a {session.turns}-turn session, Compact / Fold / Window")
+    compaction = compaction_figures(session)
+    report = build_report(
         shed=shed,
         append=appended,
         telemetry=telemetry,
@@ -370,3 +378,4 @@ def _run(config: Config, place: Place, progress: Progress | None, work: Path) ->
             "tool_loop_spread": spread(turns),
         },
     )
+    return with_compaction(report, compaction)

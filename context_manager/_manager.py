@@ -371,7 +371,9 @@ class ContextManager(CompileObservers, Compacting):
             InvalidContent: a malformed block; nothing is written.
         """
         blocks = coerced_content(content, f"message {message_id}")
-        return self.store.edit(self.namespace, message_id, blocks)
+        edited = self.store.edit(self.namespace, message_id, blocks)
+        self._compactor.edited()  # a background compaction running now is abandoned
+        return edited
 
     def forget_cache(self, key: str | None = None) -> None:
         """Drop what is held in memory for branch ``key`` (its render state, binding record,

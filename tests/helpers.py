@@ -12,9 +12,10 @@ stream that pauses at a gate mid-thinking), ``StoreWithout`` (a store that preda
 some protocol methods), ``signed_conversation`` (questions the simulator answers with signed
 thinking) and ``replies_with_thinking``, ``snapshots_off``; ``framework_params`` (the parameters
 a framework builds for one call) and ``framework_copy`` (a framework's own copy of a reply, in
-one of the ``REPLY_COPIES`` styles). Command line: ``cli`` (the program in
-a subprocess, never the real API) and ``snapshot`` (a folder's files, to show nothing was
-written). They assert nothing, so a test's meaning stays in the test.
+one of the ``REPLY_COPIES`` styles). Servers: ``serve`` (an ASGI app under uvicorn on
+loopback, in a thread) and ``free_port``. Command line: ``cli`` (the program in a subprocess,
+never the real API) and ``snapshot`` (a folder's files, to show nothing was written).
+They assert nothing, so a test's meaning stays in the test.
 """
 
 from __future__ import annotations
@@ -24,8 +25,11 @@ import copy
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
+import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -411,3 +415,66 @@ class Recorder:
     def __call__(self, request: dict[str, Any]) -> list[dict[str, Any]]:
         self.seen.append(copy.deepcopy(request))
         return default_script(request)
+
+
+class CompactionGate(httpx2.AsyncBaseTransport):
+    """The simulator's answers, a compaction request's held back until ``gate`` is set: the
+    simulator answers it when it is sent, the client hears the answer late (a slow compaction,
+    provider rule 27)."""
+
+    def __init__(self, sim: Simulator, gate: asyncio.Event) -> None:
+        self._sim, self.gate = sim, gate
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        body = await request.aread()
+        headers = {k.lower(): v for k, v in request.headers.multi_items()}
+        reply = self._sim.handle(request.method, request.url.path, headers, body)
+        if "compaction" in json.loads(body or b"{}"):
+            await self.gate.wait()
+        stream = httpx2.ByteStream(b"".join(reply.chunks))
+        return httpx2.Response(reply.status, headers=list(reply.headers), stream=stream)
+
+
+def compaction_gated_client(sim: Simulator, gate: asyncio.Event) -> anthropic.AsyncAnthropic:
+    """The real SDK client over ``CompactionGate``: compaction answers wait at ``gate``."""
+    http_client = httpx2.AsyncClient(transport=CompactionGate(sim, gate))
+    return anthropic.AsyncAnthropic(
+        api_key="sim", base_url=BASE_URL, http_client=http_client, max_retries=0
+    )
+
+
+LONG_TURN = "The deploy log shows a slow migration again. " * 8
+"""About a hundred tokens: with ``Compact(300)`` a few turns pass the trigger."""
+
+
+def compaction_calls(sim: Simulator) -> list[Any]:
+    """The compaction requests ``sim`` answered (top-level ``compaction``), in order."""
+    return [c for c in sim.calls if "compaction" in c.request]
+
+
+def free_port() -> int:
+    """A TCP port free on loopback now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@contextmanager
+def serve(app: Any) -> Iterator[str]:
+    """Serve an ASGI app with uvicorn on loopback in a thread; yields its base URL."""
+    port = free_port()
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

@@ -130,9 +130,9 @@ def test_the_demo_exits_0_and_announces_every_scene(
 ) -> None:
     done, _ = demo
     assert done.returncode == 0, done.stderr
-    headings = re.findall(r"^== Scene (\d)/7: (.+)$", done.stdout, re.MULTILINE)
-    assert [n for n, _ in headings] == ["1", "2", "3", "4", "5", "6", "7"]
-    appended = done.stdout.split("== Scene 3/7", 1)[1].split("== Scene 4/7", 1)[0]
+    headings = re.findall(r"^== Scene (\d)/8: (.+)$", done.stdout, re.MULTILINE)
+    assert [n for n, _ in headings] == ["1", "2", "3", "4", "5", "6", "7", "8"]
+    appended = done.stdout.split("== Scene 3/8", 1)[1].split("== Scene 4/8", 1)[0]
     assert "system    ⟨tool_removal - grep⟩" in appended
     assert "system    ⟨tool_addition + grep, inline⟩" in appended
     assert "notice    [reasoning]" not in appended

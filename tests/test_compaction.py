@@ -19,22 +19,18 @@ from context_manager.runtime import Agent
 from context_manager.simulator import Simulator
 from tests.helpers import (
     GREP_TOOL,
+    LONG_TURN,
     PROBE_HEAD,
     calling_script,
     cli,
+    compaction_calls,
     invalid_calls,
     runtime_on,
     thinking_signatures,
 )
 
-LONG = "The deploy log shows a slow migration again. " * 8
-"""About a hundred tokens: a few turns pass the trigger."""
-
+LONG = LONG_TURN
 TRIGGER = 300
-
-
-def compaction_calls(sim: Simulator) -> list[Any]:
-    return [c for c in sim.calls if "compaction" in c.request]
 
 
 def compactions(cm: ContextManager) -> list[Any]:

@@ -9,19 +9,16 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import anthropic
 import httpx2
 import pytest
-from helpers import cli, invalid_calls, thinking_signatures
+from helpers import cli, free_port, invalid_calls, serve, thinking_signatures
 
 from context_manager import REASONING_LOSS_KIND, ContextManager, MemoryStore, SQLiteStore, Store
 from context_manager.adapters import AGENT_HEADER, BRANCH_HEADER, gateway_app
@@ -32,31 +29,6 @@ pytest.importorskip("starlette")
 
 MODEL = "claude-opus-5-5"
 AGENT = {AGENT_HEADER: "ada"}
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-@contextmanager
-def serve(app: Any) -> Iterator[str]:
-    """Serve an ASGI app with uvicorn on loopback in a thread; yields its base URL."""
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
 
 
 @pytest.fixture
@@ -273,7 +245,7 @@ def test_the_command_refuses_an_address_that_is_not_loopback(tmp_path: Any) -> N
 def test_the_command_serves_offline_from_the_simulator_and_keeps_the_transcript(
     tmp_path: Any,
 ) -> None:
-    port = _free_port()
+    port = free_port()
     database = tmp_path / "g.db"
     env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
     command = ["gateway", "--db", str(database), "--port", str(port)]
@@ -356,3 +328,23 @@ async def test_pydantic_ai_by_base_url_through_the_gateway_keeps_every_replys_th
     assert [call.dropped for call in sim.calls] == [()] * 4
     assert len(thinking_signatures(sim.requests[-1])) == 3
     assert invalid_calls(sim) == []
+
+
+def test_a_long_call_the_caller_sends_without_streaming_is_answered(
+    sim: Simulator, store: Store, offline: str
+) -> None:
+    """LiteLLM (the Agents SDK's route to Claude) sends a large ``max_tokens`` without
+    streaming; the API takes it, so the gateway does too (the ``anthropic`` SDK's own
+    client-side refusal of long non-streaming calls is the caller's choice, not the gateway's)."""
+    raw = httpx2.post(
+        f"{offline}/v1/messages",
+        headers={"x-api-key": "mine", "anthropic-version": "2023-06-01", **AGENT},
+        json={
+            "model": MODEL,
+            "max_tokens": 64000,
+            "messages": [{"role": "user", "content": "hi"}],
+        },
+    )
+    assert raw.status_code == 200
+    assert [call.status for call in sim.calls] == [200]
+    assert sim.requests[0]["max_tokens"] == 64000

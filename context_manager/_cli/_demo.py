@@ -19,10 +19,10 @@ from typing import Any, TextIO
 import attrs
 
 from context_manager._binding._drops import PlacedDrops
-from context_manager._compile._strategies import Fold, Passthrough
+from context_manager._compile._strategies import Compact, Fold, Passthrough
 from context_manager._model._content import TextBlock, ThinkingBlock
 from context_manager._model._head import Head, ThinkingBinding
-from context_manager._model._messages import MessageId, StoredMessage
+from context_manager._model._messages import REASONING_LOSS_KIND, MessageId, StoredMessage
 from context_manager._reasoning._capture import ReasoningCapture
 from context_manager._reasoning._store import SQLiteReasoningStore
 from context_manager._store._sqlite import SQLiteStore
@@ -106,7 +106,7 @@ class ScriptedModel:
 class Demo:
     """The scenes, sharing one runtime, one agent and one simulator."""
 
-    SCENES = 7
+    SCENES = 8
 
     def __init__(
         self, store: SQLiteStore, sidecar: SQLiteReasoningStore, out: TextIO, color: bool
@@ -208,6 +208,7 @@ class Demo:
         imported = await self.fork()
         calls = await self.drops(folded, imported)
         await self.unplaced(calls)
+        await self.compaction()
 
     async def tool_change(self) -> None:
         self.heading(
@@ -361,6 +362,34 @@ class Demo:
             "One last look at the log, please.",
             Step("Last look.", tool="read_log"),
             Step("Nothing new.", "Nothing new in the log."),
+        )
+
+    async def compaction(self) -> None:
+        self.heading(
+            "a long agent compacts on the server (Compact)",
+            "a compaction marker, then a turn whose [reasoning] count is zero: the kept reply's "
+            "thinking is still sent after the block",
+        )
+        cm = self.agent.context
+        cm.strategy = Compact(trigger_tokens=1)
+        self.follow.note("host", "keeps the agent inside its window with server compaction")
+        kept = await self.turn(
+            "Write up the incident so far.",
+            Step("Keep the write-up to the cause and the fix.", "parser 2.4 renamed a key; fixed."),
+        )
+        lines = len(cm.messages(kind=REASONING_LOSS_KIND))
+        cm.strategy = Passthrough()  # one compaction is enough for the scene
+        await self.turn(
+            "What is left to do?",
+            Step("Only the release note is left.", "Write the release note."),
+        )
+        sent = str(self.sim.calls[-1].request["messages"])
+        still = sum(1 for signature in self._signatures(kept[-1:]) if signature in sent)
+        told = len(cm.messages(kind=REASONING_LOSS_KIND)) - lines
+        self.follow.note(
+            "provider",
+            f"the call after the block sent the kept reply's thinking ({still} block, valid); "
+            f"[reasoning] lines this turn: {told}",
         )
 
     def summary(self) -> None:

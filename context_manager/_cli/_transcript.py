@@ -25,7 +25,7 @@ from context_manager._model._content import (
 from context_manager._model._diagnostics import verdict_counts
 from context_manager._model._editing import CallEdits
 from context_manager._model._messages import StoredMessage
-from context_manager._model._usage import USAGE_KEY, CallUsage
+from context_manager._model._usage import USAGE_KEY, CallUsage, usage_from
 from context_manager._reasoning._audit import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_PARTS,
@@ -210,7 +210,7 @@ def opens_turn(message: StoredMessage) -> bool:
 def reply_usage(message: StoredMessage) -> CallUsage | None:
     """The usage a recorded reply keeps in ``metadata.extra["usage"]``, if any."""
     raw = message.metadata.extra.get(USAGE_KEY)
-    return CallUsage.from_json(raw) if isinstance(raw, dict) else None
+    return usage_from(raw) if isinstance(raw, dict) else None
 
 
 def turn_usage(

@@ -1,16 +1,17 @@
 """One on-demand compaction, foreground (provider rules 23-25): ask, then store or skip.
 
 ``compaction_plan`` says whether a compaction can be asked now and builds its request: the
-branch is at a boundary (a reply to ``sent``, the last committing compile, is stored after its
-messages and no tool round is open), so the request is exactly ``sent.request`` with rule 23's
-refusals removed. ``store_compaction`` stores the returned block byte-exact (``stop_reason ==
-"compaction"``) or stores nothing (any other stop reason: the history stays as it was, log event
+branch is at a boundary (a reply to the last committing compile is stored after its messages
+and no tool round is open), and the request is exactly a request already sent (the one whose
+reply starts the ``keep_turns`` kept replies) with rule 23's refusals removed.
+``store_compaction`` stores the returned block byte-exact (``stop_reason == "compaction"``)
+or stores nothing (any other stop reason: the history stays as it was, log event
 ``compaction_skipped``; compact again after the next turn). Nothing here calls the network.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -29,28 +30,73 @@ log = library_logger("context_manager.compile")
 
 @attrs.frozen
 class CompactionPlan:
-    """A compaction to ask for: the request, and the newest stored sequence it covers."""
+    """A compaction to ask for: the request, the newest stored sequence it covers, the chain
+    at its end, and how many messages it holds (rule 27: exactly those are swapped out)."""
 
     request: dict[str, Any]
     covers_upto: int
     end_chain: bytes
+    branch: str = ""
+    kept: int = 1
+    """How many recorded replies follow the covered range (``Compact.keep_turns`` or fewer)."""
+
+    @property
+    def messages(self) -> int:
+        """How many messages the compaction request holds."""
+        return len(self.request.get("messages") or ())
 
 
 def compaction_plan(
-    m: CompileHost, sent: CompileResult | None, strategy: Compact
+    m: CompileHost, sent: Sequence[CompileResult], strategy: Compact
 ) -> CompactionPlan | None:
-    """The compaction of ``sent``'s messages, or ``None`` when the branch is not at a boundary
-    (nothing recorded after it, a tool round open, another branch)."""
-    if sent is None or sent.dry or sent.branch != m.current_branch_key():
+    """The compaction that keeps the ``strategy.keep_turns`` newest replies, or ``None`` when
+    the branch is not at a boundary (nothing recorded after the newest request, a tool round
+    open, another branch).
+
+    ``sent`` are the branch's last committing compiles, oldest first. The request compacted is
+    the newest of them whose reply starts the kept range: the ``keep_turns``-th newest, or a
+    newer one when an older request is no longer the start of the newest (its messages were
+    rendered otherwise since: a strip, a jump), so the kept turns are always sent unchanged
+    after the block (rule 25 b, c)."""
+    newest = sent[-1] if sent else None
+    if newest is None or newest.dry or newest.branch != m.current_branch_key():
         return None
-    after = m.store.read(m.namespace, m.lineage(), after=sent.last_sequence)
+    after = m.store.read(m.namespace, m.lineage(), after=newest.last_sequence)
     replies = [msg for msg in after if msg.role == "assistant"]
     if not replies or any(isinstance(b, ToolUseBlock) for b in replies[-1].content):
         return None
     if replies[-1] is not after[-1] and after[-1].role == "user":
         return None  # a new turn has started: its request is the one to compact, later
-    request = compaction_request(sent.request, strategy.instructions)
-    return CompactionPlan(request, sent.last_sequence, sent.end_chain)
+    wanted = max(1, strategy.keep_turns)
+    window = list(sent[-wanted:])
+    for at, candidate in enumerate(window):
+        if candidate is newest or _starts(candidate.request, newest.request):
+            kept = len(window) - at
+            if kept < wanted:
+                log.info("compaction_keeps_fewer", namespace=m.namespace, kept=kept, asked=wanted)
+            request = compaction_request(candidate.request, strategy.instructions)
+            return CompactionPlan(
+                request, candidate.last_sequence, candidate.end_chain, candidate.branch, kept
+            )
+    return None  # pragma: no cover - the newest always starts itself
+
+
+def _starts(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Whether ``new`` is ``old`` with messages appended: the same model, ``system`` and
+    ``tools``, and ``old``'s messages first, unchanged (cache markers aside, rule 2)."""
+    if any(_plain(old.get(k)) != _plain(new.get(k)) for k in ("model", "system", "tools")):
+        return False
+    before, now = old.get("messages") or [], new.get("messages") or []
+    return len(before) < len(now) and _plain(before) == _plain(now[: len(before)])
+
+
+def _plain(value: Any) -> Any:
+    """``value`` without ``cache_control`` markers (they are not compared, rule 2)."""
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
 
 
 def store_compaction(m: CompileHost, plan: CompactionPlan, response: object) -> MessageId | None:
@@ -70,7 +116,7 @@ def store_compaction(m: CompileHost, plan: CompactionPlan, response: object) -> 
         m.current_branch_key(),
         "assistant",
         [UnknownBlock(dict(blocks[0]))],
-        compaction_meta(plan.covers_upto, plan.end_chain, body.get("usage")),
+        compaction_meta(plan.covers_upto, plan.end_chain, body.get("usage"), plan.messages),
     )
     log.info(
         "compacted",

@@ -53,11 +53,13 @@ def compaction_request(request: Mapping[str, Any], instructions: str | None) -> 
     return body
 
 
-def compaction_meta(covers_upto: int, chain: bytes, usage: Any) -> MessageMeta:
-    """The stored block's metadata: what it covers, the chain it continues, its cost."""
+def compaction_meta(covers_upto: int, chain: bytes, usage: Any, held: int = 0) -> MessageMeta:
+    """The stored block's metadata: what it covers, the chain it continues, its cost (the
+    provider's ``usage``, its ``iterations`` included) and how many messages the compaction
+    request held."""
     return MessageMeta(
         kind=COMPACTION_KIND,
-        extra={"covers_upto": covers_upto, "chain": chain.hex(), "usage": usage},
+        extra={"covers_upto": covers_upto, "chain": chain.hex(), "usage": usage, "held": held},
     )
 
 

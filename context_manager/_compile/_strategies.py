@@ -13,6 +13,7 @@ from typing import Any, TypeAlias
 import attrs
 
 from context_manager._model._checks import attrs_count, attrs_fraction, attrs_positive_int
+from context_manager._model._errors import InvalidValue
 from context_manager._model._messages import StoredMessage
 
 CHARS_PER_TOKEN = 4
@@ -103,23 +104,42 @@ class Fold:
     keep_tokens: int = attrs.field(default=0, validator=attrs_count)
 
 
+KEEP_TURNS_LIMIT = 64
+"""The most replies ``Compact(keep_turns=...)`` keeps after the block."""
+
+
+def _keep_turns(instance: Any, attribute: Any, value: Any) -> None:
+    """1 to ``KEEP_TURNS_LIMIT``: a compaction request is a request already sent, so at least
+    its reply is kept (to keep none, fold instead: ``Fold`` summarizes everything)."""
+    attrs_positive_int(instance, attribute, value)
+    if value > KEEP_TURNS_LIMIT:
+        raise InvalidValue(
+            f"keep_turns={value}: at most {KEEP_TURNS_LIMIT} replies are kept after a compaction"
+            " block; use a smaller keep_turns"
+        )
+
+
 @attrs.frozen
 class Compact:
     """On-demand server compaction (provider rules 23-27) once the rendered window passes
     ``trigger_tokens``.
 
-    The compaction request is exactly the ``messages`` of a request already sent (the last
-    committing compile's), with the same anchored ``system`` and ``tools`` and the same model,
-    so the ``keep_turns`` newest turns after it keep their thinking valid (rule 25). The
-    returned block is stored byte-exact as its own message (``metadata.kind ==
-    "compaction"``) and rendered first on every later request. ``instructions`` go to the
-    provider as ``compaction.instructions``. ``fallback`` (a ``Fold`` or a ``Window``) is used
-    after a model that cannot compact or repeated failures. ``background=True`` is not built
-    yet (``cm.compact_async`` raises ``CompactionNotSupported`` for it).
+    The compaction request is exactly the ``messages`` of a request already sent, with the
+    same anchored ``system`` and ``tools`` and the same model, so the turns after it keep their
+    thinking valid (rule 25). ``keep_turns`` is how many of the newest replies (each with the
+    tool results and messages after it) stay after the block: the request compacted is the
+    one the ``keep_turns``-th newest reply answered, or a newer one when that request no
+    longer starts the newest (``compaction_keeps_fewer``); at most 64. The returned block is
+    stored byte-exact as its own message (``metadata.kind == "compaction"``) and rendered
+    first on every later request. ``instructions`` go to the provider as
+    ``compaction.instructions``. ``fallback`` (a ``Fold`` or a ``Window``) is used after a
+    model that cannot compact or repeated failures. ``background=True`` (rule 27): the
+    runtime sends the compaction request at a turn's end and goes on with the next turns on
+    the full history; the block is swapped in before the first call after it arrives.
     """
 
     trigger_tokens: int = attrs.field(validator=attrs_positive_int)
-    keep_turns: int = attrs.field(default=1, validator=attrs_count, kw_only=True)
+    keep_turns: int = attrs.field(default=1, validator=_keep_turns, kw_only=True)
     instructions: str | None = attrs.field(default=None, kw_only=True)
     background: bool = attrs.field(default=False, kw_only=True)
     fallback: Window | Fold | None = attrs.field(default=None, kw_only=True)

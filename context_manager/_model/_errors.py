@@ -307,4 +307,5 @@ class TokensFileError(ContextManagerError, ValueError):
 
 
 class CompactionNotSupported(ContextManagerError, NotImplementedError):
-    """A compaction this library cannot make yet (``Compact(background=True)``)."""
+    """A compaction this library cannot make (kept for callers that catch it; the library
+    itself no longer raises it: background compaction is built, issue 29)."""

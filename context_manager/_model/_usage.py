@@ -3,7 +3,9 @@
 Pure data and functions. ``CallUsage`` splits a call's input the way ``usage`` does: tokens
 read from the prompt cache, tokens written to it, and the rest (``input_tokens``); the whole
 input is their sum. A recorded reply keeps its call's usage in ``metadata.extra["usage"]``
-(``USAGE_KEY``), so no store schema carries it.
+(``USAGE_KEY``), so no store schema carries it. A compaction's cost is not in the top-level
+fields (provider rule 23: they are 0) but in the ``compaction`` entry of ``usage.iterations``;
+``usage_from`` counts both, so a compaction call and a threshold compaction are billed in full.
 """
 
 from __future__ import annotations
@@ -89,6 +91,26 @@ class CallUsage:
         return out
 
 
+COMPACTION_ITERATION = "compaction"
+"""The ``usage.iterations`` entry type that carries a compaction's cost (provider rule 23)."""
+
+
+def usage_from(raw: Mapping[str, Any]) -> CallUsage:
+    """A ``usage`` mapping's tokens: the top-level fields plus every ``compaction`` entry of
+    ``iterations`` (the ``message`` entry repeats the top level, so it is not added again).
+
+    >>> usage_from({"input_tokens": 0, "iterations": [
+    ...     {"type": "compaction", "input_tokens": 90, "output_tokens": 9}]}).as_tuple()
+    (90, 0, 0, 9)
+    """
+    total = CallUsage.from_json(raw)
+    iterations = raw.get("iterations")
+    for entry in iterations if isinstance(iterations, list | tuple) else ():
+        if isinstance(entry, Mapping) and entry.get("type") == COMPACTION_ITERATION:
+            total = total + CallUsage.from_json(entry)
+    return total
+
+
 def usage_of(message: object) -> CallUsage | None:
     """The usage of a reply: an SDK message, or a dict with a ``usage`` mapping; ``None`` when it
     reports none (blocks alone, a dict without usage)."""
@@ -100,7 +122,7 @@ def usage_of(message: object) -> CallUsage | None:
     if not isinstance(raw, Mapping):
         dump = getattr(raw, "model_dump", None)
         raw = dump() if callable(dump) else None
-    return CallUsage.from_json(raw) if isinstance(raw, Mapping) else None
+    return usage_from(raw) if isinstance(raw, Mapping) else None
 
 
 def reply_extra(message: object) -> dict[str, Any]:

@@ -47,6 +47,11 @@ _CALLER: contextvars.ContextVar[AgentRef | None] = contextvars.ContextVar(
 )
 
 
+UPSTREAM_TIMEOUT = httpx2.Timeout(None)
+"""The upstream call's timeout: none of the gateway's own (the caller's client keeps its own).
+Given explicitly, it also keeps the ``anthropic`` SDK from refusing a long call the caller sends
+without streaming (its client-side "Streaming is required" check), which the API accepts."""
+
 THREAD_UNSUPPORTED = "thread_unsupported_request"
 """The error code an SDK reads as "send the whole history without a thread" (it then does)."""
 
@@ -179,6 +184,7 @@ class Gateway:
         betas = [b.strip() for b in headers.get("anthropic-beta", "").split(",") if b.strip()]
         if betas:
             body["betas"] = betas
+        body = {**body, "timeout": UPSTREAM_TIMEOUT}  # the caller's client keeps its own
         token = _CALLER.set(_caller_agent(headers))
         _CREDENTIALS.set(tuple((h, headers[h]) for h in CREDENTIAL_HEADERS if h in headers))
         try:

@@ -15,15 +15,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any, Literal
+from typing import Literal
 
 import anthropic
 import attrs
 
-from context_manager._binding._drops import parse_input_transformations, place_thinking_drops
 from context_manager._compile._caching import Caching
-from context_manager._compile._fold import SUMMARY_KIND
-from context_manager._compile._strategies import Passthrough, Strategy
+from context_manager._compile._strategies import Compact, Passthrough, Strategy
 from context_manager._manager import ContextManager
 from context_manager._model._content import TextBlock, ToolResultBlock, ToolUseBlock, to_blocks
 from context_manager._model._editing import CallEdits, ContextEditing
@@ -40,7 +38,7 @@ from context_manager._model._messages import (
     StoredMessage,
 )
 from context_manager._model._results import CompileResult
-from context_manager._model._usage import CallUsage, usage_of
+from context_manager._model._usage import USAGE_KEY, CallUsage, usage_from, usage_of
 from context_manager._reasoning._capture import ReasoningCapture
 from context_manager._store._hold import Hold
 from context_manager._store._protocol import branch_key
@@ -48,13 +46,19 @@ from notices import ReasoningLossTeller, TurnState
 
 from ._calls import RetryPolicy, stream_call
 from ._cleared import ClearedThinking
-from ._compacting import compact_if_due
+from ._compacting import Background, compact_if_due
 from ._live import ReasoningHub, ReasoningSink, Subscription
 from ._observed import ObservedTurn
+from ._tail import asker_of as _asker_of
+from ._tail import awaits_answer as _awaits_answer
+from ._tail import dropped as _dropped
+from ._tail import offered as _offered
+from ._tail import unanswered as _unanswered
 from ._tools import ToolCall, ToolFunction, run_tool
 from ._turn import Turn, TurnResult
 
 log = library_logger("context_manager.runtime")
+
 
 INTERRUPTED_TEXT = "This tool call was interrupted before it finished; run it again if needed."
 """The result ``resume_turn`` gives a call whose answer was never stored."""
@@ -111,6 +115,7 @@ class Agent:
     _holder: str | None = attrs.field(default=None, init=False, repr=False)
     _teller: ReasoningLossTeller | None = attrs.field(default=None, init=False, repr=False)
     _cleared: ClearedThinking = attrs.field(factory=ClearedThinking, init=False, repr=False)
+    _background: Background = attrs.field(factory=Background, init=False, repr=False)
     _asker: str | None = attrs.field(default=None, init=False, repr=False)
     removed: bool = attrs.field(default=False, init=False)
 
@@ -460,8 +465,10 @@ class Agent:
         edits: list[CallEdits] = []
         changes: list[MessageId] = []
         stop_reason: str | None = None
+        compacted: MessageId | None = None
         observed = ObservedTurn(cm)
         for _ in range(MAX_CALLS_PER_TURN):
+            compacted = self._background.swap(cm, self.name) or compacted
             result = await cm.compile_async(self.head)
             changes.extend(result.appended)
             with cm.telemetry.call(result) as call:  # the call's chat span, drops included
@@ -490,8 +497,7 @@ class Agent:
         self._turn = None
         notices.extend(self._flush())
         observed.finish(self.name)
-        if self._client is not None:
-            await compact_if_due(self.context, self._client, self.name, self._retry)
+        compacted = await self._compact_at_end() or compacted
         return TurnResult(
             tuple(replies),
             tuple(calls),
@@ -502,7 +508,48 @@ class Agent:
             tuple(edits),
             predicted_strips=observed.predicted,
             prediction_mismatches=observed.mismatches,
+            compaction=compacted,
+            compaction_usage=self._compaction_usage(compacted),
         )
+
+    async def _compact_at_end(self) -> MessageId | None:
+        """At a turn's end (no tool round open): compact now (foreground ``Compact``), or
+        send the compaction request in the background (``Compact(background=True)``)."""
+        client = self._client
+        if client is None:
+            return None
+        strategy = self.context.strategy
+        if isinstance(strategy, Compact) and strategy.background:
+            self._background.start(self.context, client, self.name, self._retry)
+            return None
+        return await compact_if_due(self.context, client, self.name, self._retry)
+
+    def _compaction_usage(self, block: MessageId | None) -> CallUsage | None:
+        """The cost a stored compaction block records (its ``usage.iterations`` included)."""
+        if block is None:
+            return None
+        raw = self.context.get_message(block).metadata.extra.get(USAGE_KEY)
+        return usage_from(raw) if isinstance(raw, Mapping) else CallUsage()
+
+    @property
+    def background_compaction(self) -> str:
+        """The agent's background compaction (``Compact(background=True)``): ``"idle"``,
+        ``"running"`` (its request is sent and the turns go on) or ``"arrived"`` (its block
+        is swapped in before the next call)."""
+        return self._background.state
+
+    async def settle_compaction(self) -> MessageId | None:
+        """Wait for a background compaction that is running and swap its block in now, at a
+        boundary (the next turn would otherwise swap it before its first call); its id, or
+        ``None``. For a clean shutdown and for tests."""
+        async with self._lock, self._hold():
+            return await self._background.settle(self.context, self.name)
+
+    def cancel_compaction(self, why: str = "cancelled") -> None:
+        """Stop a background compaction that is running: nothing of it is stored, and the
+        next turn past the trigger asks again (``Runtime.remove`` does this)."""
+        if self._context is not None:
+            self._background.cancel(self._context, why)
 
     def _log_usage(self, message: object, result: CompileResult) -> CallUsage:
         """The call's usage, logged as one ``call_usage`` event (info) for operators."""
@@ -518,66 +565,3 @@ class Agent:
             output_tokens=usage.output_tokens,
         )
         return usage
-
-
-def _offered(head: Head) -> frozenset[str] | None:
-    """The tool names ``head`` offers, or ``None`` when it declares no tools (the agent's tool
-    map alone decides then)."""
-    if not head.tools:
-        return None
-    return frozenset(str(t.get("name")) for t in head.tools if not t.get("defer_loading"))
-
-
-def _awaits_answer(messages: Sequence[Any]) -> bool:
-    """True when the newest message that is neither a system one nor a fold's summary is the
-    user's (a trigger or tool results): the model has not answered it yet."""
-    for message in reversed(messages):
-        if message.role != "system" and message.metadata.kind != SUMMARY_KIND:
-            return bool(message.role == "user")
-    return False
-
-
-def _dropped(message: object, result: CompileResult) -> list[list[object]]:
-    """The provider's drops in this call's request placed on stored replies (no store read):
-    ``[reply id, block, reason]`` each, for the console's markers."""
-    try:
-        drops = parse_input_transformations(message, quiet=True)
-        placed = place_thinking_drops(drops, result.provenance) if drops else None
-    except Exception as err:  # a report that cannot be read is placed (and logged) later
-        log.debug("drops_not_noted", error=repr(err))
-        return []
-    if placed is None:
-        return []
-    return [[d.message_id, d.block, d.reason] for d in placed.replies if d.block is not None]
-
-
-def _asker_of(messages: Sequence[Any]) -> str | None:
-    """Who asked the turn the newest user message belongs to (``None``: nobody recorded)."""
-    for message in reversed(messages):
-        if message.role == "user":
-            asker = message.metadata.extra.get(ASKER_KEY)
-            return asker if isinstance(asker, str) else None
-    return None
-
-
-def _unanswered(messages: Sequence[Any]) -> list[ToolUseBlock]:
-    """Tool calls of the newest reply that no later message answers. A reply a user message
-    follows is answered as stored (text alone answers a forced call, and is sent so)."""
-    for index in range(len(messages) - 1, -1, -1):
-        message = messages[index]
-        if message.role != "assistant":
-            continue
-        later = messages[index + 1 :]
-        if any(m.role == "user" and not m.metadata.system_notice for m in later) and not any(
-            isinstance(b, ToolResultBlock) for m in later for b in m.content
-        ):
-            return []
-        uses = [b for b in message.content if isinstance(b, ToolUseBlock)]
-        answered = {
-            b.tool_use_id
-            for later in messages[index + 1 :]
-            for b in later.content
-            if isinstance(b, ToolResultBlock)
-        }
-        return [u for u in uses if u.id not in answered]
-    return []

@@ -163,6 +163,7 @@ class Runtime:
         if agent is None:
             raise AgentNotFound(name, self._agents)
         agent.removed = True
+        agent.cancel_compaction("the agent was removed")
         if self._serving:
             agent.live.serve(False)
         self.teller.forget(name)

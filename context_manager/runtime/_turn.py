@@ -28,8 +28,10 @@ class TurnResult:
 
     ``replies`` and ``notices`` are stored message ids (read a notice's text with
     ``agent.context.get_message(id).content[0].text``). ``usage[k]`` is the usage of the call
-    that produced ``replies[k]`` (zeros when the provider reported none); ``total_usage`` sums
-    them.
+    that produced ``replies[k]`` (zeros when the provider reported none); ``compaction_usage``
+    is the cost of a server compaction the turn stored (``compaction``: its block's id; the
+    ``compaction`` entry of the call's ``usage.iterations``, provider rule 23); ``total_usage``
+    sums them all.
     """
 
     replies: tuple[MessageId, ...]
@@ -40,8 +42,9 @@ class TurnResult:
 
     @property
     def total_usage(self) -> CallUsage:
-        """The turn's tokens: uncached input, cache reads, cache writes and output, summed."""
-        return CallUsage.total(self.usage)
+        """The turn's tokens: uncached input, cache reads, cache writes and output, summed over
+        its calls and the compaction it stored."""
+        return CallUsage.total((*self.usage, self.compaction_usage or CallUsage()))
 
     head_changes: tuple[MessageId, ...] = ()
     """The ``head-change`` system messages the turn's compiles appended (SPEC 7b)."""
@@ -54,3 +57,8 @@ class TurnResult:
     prediction_mismatches: int = 0
     """Observe mode: how many of those predictions the provider's reports contradicted
     (``binding_prediction_mismatch`` events); the turn's summary is ``binding_observed_turn``."""
+    compaction: MessageId | None = None
+    """The compaction block the turn stored: at its end (foreground ``Compact``), or swapped in
+    before one of its calls (``Compact(background=True)``); ``None`` when none."""
+    compaction_usage: CallUsage | None = None
+    """The usage of the compaction call whose block the turn stored (``None``: none)."""

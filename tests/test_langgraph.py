@@ -1,0 +1,283 @@
+"""LangGraph with ``TranscriptCheckpointer``: a real graph, ``ChatAnthropic`` through the gateway.
+
+The graph is LangGraph's own (``StateGraph`` over ``MessagesState``, its ``ToolNode`` and
+``tools_condition``); its model is LangChain's ``ChatAnthropic`` with its base URL at the gateway
+(uvicorn on loopback), which answers from the simulator. The checkpointer shares the gateway's
+agents, so the thread's replies are the transcript's, loaded back with their recorded thinking.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from helpers import invalid_calls, serve, thinking_signatures
+
+from context_manager import REASONING_LOSS_KIND, ContextManager, Store
+from context_manager.adapters import AGENT_HEADER, gateway_app
+from context_manager.simulator import Simulator
+
+pytest.importorskip("uvicorn")
+chat_models = pytest.importorskip("langchain_anthropic")
+pytest.importorskip("langgraph")
+
+from langchain_core.messages import AIMessage, HumanMessage  # noqa: E402
+from langchain_core.tools import tool  # noqa: E402
+from langgraph.graph import START, MessagesState, StateGraph  # noqa: E402
+from langgraph.prebuilt import ToolNode, tools_condition  # noqa: E402
+
+from context_manager.adapters._records import decoded, record_of  # noqa: E402
+from context_manager.adapters.langgraph import (  # noqa: E402
+    CHECKPOINT_KIND,
+    RECORDS_SUFFIX,
+    TranscriptCheckpointer,
+)
+
+MODEL = "claude-opus-5-5"
+THREAD = {"configurable": {"thread_id": "ada"}}
+
+
+@tool
+def read_log() -> str:
+    """Read the service log."""
+    return "all quiet since 12:05"
+
+
+@pytest.fixture
+def sim() -> Simulator:
+    return Simulator()
+
+
+@pytest.fixture
+def gateway(sim: Simulator, store: Store) -> Iterator[tuple[str, Any]]:
+    """The gateway (no upstream: the simulator) and its agents."""
+    app = gateway_app(store, simulator_client=sim.client())
+    with serve(app) as url:
+        yield url, app.state.gateway.agents
+
+
+def graph(url: str, checkpointer: Any, **compiled: Any) -> Any:
+    """A tool-calling agent: the model node, LangGraph's tool node, its condition."""
+    llm = chat_models.ChatAnthropic(
+        model=MODEL,
+        base_url=url,
+        api_key="mine",
+        max_tokens=1024,
+        streaming=True,
+        thinking={"type": "adaptive"},
+        default_headers={AGENT_HEADER: "ada"},
+        max_retries=0,
+    ).bind_tools([read_log])
+
+    def agent(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [llm.invoke(state["messages"])]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", agent)
+    builder.add_node("tools", ToolNode([read_log]))
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", tools_condition)
+    builder.add_edge("tools", "agent")
+    return builder.compile(checkpointer=checkpointer, **compiled)
+
+
+def ask(app: Any, words: str) -> list[Any]:
+    result = app.invoke({"messages": [HumanMessage(words)]}, THREAD)
+    messages: list[Any] = result["messages"]
+    return messages
+
+
+def signatures_of(messages: list[Any]) -> list[str]:
+    return [
+        block["signature"]
+        for m in messages
+        if isinstance(m, AIMessage) and isinstance(m.content, list)
+        for block in m.content
+        if isinstance(block, dict) and block.get("type") == "thinking"
+    ]
+
+
+def recorded_signatures(store: Store) -> list[str]:
+    cm = ContextManager.open(store, namespace="ada")
+    return [
+        b.signature
+        for m in cm.messages()
+        if m.role == "assistant"
+        for b in m.content
+        if getattr(b, "signature", None)
+    ]
+
+
+def test_a_threads_tool_loops_keep_every_replys_thinking_across_a_restart(
+    sim: Simulator, store: Store, gateway: tuple[str, Any]
+) -> None:
+    url, agents = gateway
+    first = graph(url, TranscriptCheckpointer(store, agents=agents))
+    ask(first, "please use read_log")
+    ask(first, "and again: please use read_log")
+    # a restart: a new checkpointer (and graph) over the same store
+    second = graph(url, TranscriptCheckpointer(store))
+    messages = ask(second, "one more time, please use read_log")
+    assert len(sim.calls) == 6  # three tool loops of two calls each
+    assert [call.status for call in sim.calls] == [200] * 6
+    assert [call.dropped for call in sim.calls] == [()] * 6
+    assert invalid_calls(sim) == []
+    assert len(thinking_signatures(sim.requests[-1])) == 5  # every earlier reply's thinking
+    assert signatures_of(messages) == recorded_signatures(store)
+    cm = ContextManager.open(store, namespace="ada")
+    assert cm.messages(kind=REASONING_LOSS_KIND) == []
+    kinds = [type(m).__name__ for m in messages]
+    assert kinds == ["HumanMessage", "AIMessage", "ToolMessage", "AIMessage"] * 3
+
+
+def test_a_reply_whose_thinking_the_graphs_copy_lost_is_loaded_with_its_recorded_thinking(
+    sim: Simulator, store: Store, gateway: tuple[str, Any]
+) -> None:
+    url, agents = gateway
+    app = graph(url, TranscriptCheckpointer(store, agents=agents))
+    messages = ask(app, "please use read_log")
+    reply = messages[1]
+    recorded = signatures_of([reply])
+    stripped = [b for b in reply.content if b.get("type") != "thinking"]
+    app.update_state(THREAD, {"messages": [reply.model_copy(update={"content": stripped})]})
+    loaded = app.get_state(THREAD).values["messages"]
+    assert signatures_of([loaded[1]]) == recorded
+    assert len(recorded) == 1
+
+
+def test_the_thread_keeps_its_replies_in_the_transcript_not_in_the_checkpoints(
+    store: Store, gateway: tuple[str, Any]
+) -> None:
+    url, agents = gateway
+    saver = TranscriptCheckpointer(store, agents=agents)
+    ask(graph(url, saver), "please use read_log")
+    transcript = ContextManager.open(store, namespace="ada")
+    replies = [m.id for m in transcript.messages() if m.role == "assistant"]
+    newest = record_of(saver.records("ada").newest(CHECKPOINT_KIND, limit=1)[0])
+    kept = [saver.serde.loads_typed(decoded(item["lc"])) for item in newest["messages"]]
+    assert [item.get("reply") for item in newest["messages"]] == [
+        None,
+        replies[0],
+        None,
+        replies[1],
+    ]
+    assert [m.content for m in kept if isinstance(m, AIMessage)] == [[], []]
+    assert len(replies) == 2
+
+
+def test_a_deleted_thread_starts_over_and_its_records_stay_stored(
+    sim: Simulator, store: Store, gateway: tuple[str, Any]
+) -> None:
+    url, agents = gateway
+    saver = TranscriptCheckpointer(store, agents=agents)
+    app = graph(url, saver)
+    ask(app, "hello")
+    assert saver.get_tuple(THREAD) is not None
+    saver.delete_thread("ada")
+    assert saver.get_tuple(THREAD) is None
+    assert list(saver.list(THREAD)) == []
+    records = ContextManager.open(store, namespace=f"ada{RECORDS_SUFFIX}")
+    hidden = store.branches(records.namespace)
+    assert any(b.deleted for b in hidden) or len(records.list_branches()) == 1
+
+
+async def test_the_async_methods_run_a_graph_too(
+    sim: Simulator, store: Store, gateway: tuple[str, Any]
+) -> None:
+    url, agents = gateway
+    app = graph(url, TranscriptCheckpointer(store, agents=agents))
+    result = await app.ainvoke({"messages": [HumanMessage("please use read_log")]}, THREAD)
+    again = await app.aget_state(THREAD)
+    assert signatures_of(again.values["messages"]) == signatures_of(result["messages"])
+    history = [item async for item in app.checkpointer.alist(THREAD)]
+    assert len(history) >= 4
+    assert [call.status for call in sim.calls] == [200, 200]
+
+
+def test_going_back_to_an_earlier_checkpoint_keeps_every_earlier_replys_thinking(
+    sim: Simulator, store: Store, gateway: tuple[str, Any]
+) -> None:
+    url, agents = gateway
+    app = graph(url, TranscriptCheckpointer(store, agents=agents))
+    ask(app, "please use read_log")
+    ask(app, "hello")
+    before = next(  # the checkpoint the second question started from
+        s for s in app.get_state_history(THREAD) if len(s.values.get("messages", [])) == 4
+    )
+    app.invoke({"messages": [HumanMessage("something else")]}, before.config)
+    assert [call.status for call in sim.calls] == [200] * 4
+    assert [call.dropped for call in sim.calls] == [()] * 4
+    assert invalid_calls(sim) == []
+    assert len(thinking_signatures(sim.requests[-1])) == 2  # the first question's replies
+    texts = [m.content for m in app.get_state(THREAD).values["messages"] if m.type == "human"]
+    assert texts == ["please use read_log", "something else"]
+    cm = ContextManager.open(store, namespace="ada")
+    assert "main~1" in {b.name for b in cm.list_branches()}
+
+
+def test_a_graph_stopped_inside_its_tool_loop_resumes_after_a_restart(
+    sim: Simulator, store: Store, gateway: tuple[str, Any]
+) -> None:
+    url, agents = gateway
+    stopped = graph(url, TranscriptCheckpointer(store, agents=agents), interrupt_before=["tools"])
+    ask(stopped, "please use read_log")
+    assert stopped.get_state(THREAD).next == ("tools",)
+    resumed = graph(url, TranscriptCheckpointer(store), interrupt_before=["tools"])
+    assert resumed.get_state(THREAD).next == ("tools",)
+    messages = resumed.invoke(None, THREAD)["messages"]
+    assert [type(m).__name__ for m in messages] == [
+        "HumanMessage",
+        "AIMessage",
+        "ToolMessage",
+        "AIMessage",
+    ]
+    assert [call.status for call in sim.calls] == [200, 200]
+    assert [call.dropped for call in sim.calls] == [(), ()]
+    assert invalid_calls(sim) == []
+    assert len(thinking_signatures(sim.requests[-1])) == 1  # the open tool round's thinking
+
+
+def test_a_long_threads_every_checkpoint_is_listed_and_found_by_its_id(
+    store: Store, gateway: tuple[str, Any]
+) -> None:
+    url, agents = gateway
+    saver = TranscriptCheckpointer(store, agents=agents)
+    app = graph(url, saver)
+    for n in range(8):
+        ask(app, f"hello {n}")
+    history = list(saver.list(THREAD))
+    stored = saver.records("ada").newest(CHECKPOINT_KIND)
+    assert len(history) == len(stored) > 16  # more than one page of records
+    ids = [t.checkpoint["id"] for t in history]
+    assert ids == sorted(ids, reverse=True)
+    oldest = saver.get_tuple(history[-1].config)
+    assert oldest is not None
+    assert oldest.checkpoint["id"] == ids[-1]
+    assert len(list(saver.list(THREAD, limit=3))) == 3
+    assert [t.checkpoint["id"] for t in saver.list(THREAD, before=history[2].config)] == ids[3:]
+
+
+def test_pending_writes_are_kept_once_and_in_the_order_langgraph_applies_them(
+    store: Store,
+) -> None:
+    from langgraph.checkpoint.base import empty_checkpoint
+    from langgraph.checkpoint.serde.types import ERROR
+
+    saver = TranscriptCheckpointer(store)
+    base = {"configurable": {"thread_id": "ada", "checkpoint_ns": ""}}
+    saved = saver.put(base, empty_checkpoint(), {"source": "input", "step": -1}, {})
+    saver.put_writes(saved, [("a", 1), ("b", 2)], task_id="t2", task_path="p2")
+    saver.put_writes(saved, [("a", 10)], task_id="t2", task_path="p2")  # a retry: kept once
+    saver.put_writes(saved, [("c", 3)], task_id="t1", task_path="p1")
+    saver.put_writes(saved, [(ERROR, "first")], task_id="t1", task_path="p1")
+    saver.put_writes(saved, [(ERROR, "second")], task_id="t1", task_path="p1")  # the newest
+    found = TranscriptCheckpointer(store).get_tuple(saved)  # after a restart too
+    assert found is not None
+    assert found.pending_writes == [
+        ("t1", ERROR, "second"),
+        ("t1", "c", 3),
+        ("t2", "a", 1),
+        ("t2", "b", 2),
+    ]
+    assert found.metadata == {"source": "input", "step": -1}
