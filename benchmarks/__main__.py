@@ -13,6 +13,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 
+from ._editing import editing_rows
 from ._quiet import quiet_logging
 from ._report import all_met, describe_machine, table
 from ._run import Config, run
@@ -65,6 +66,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"Run: {kind}; generation {sum(report['details']['generation_seconds'].values()):.1f} s")
     print()
     print(table(report))
+    print()
+    print(editing_rows(report))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as out:
             json.dump(report, out, indent=2, sort_keys=False)

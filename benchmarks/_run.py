@@ -23,6 +23,7 @@ from context_manager import Passthrough, Window, set_render_snapshots
 from ._append import append_figures
 from ._cache import CacheConfig, cache_sessions
 from ._compaction import SessionConfig, compaction_figures, with_compaction
+from ._editing import EditingConfig, add_editing, editing_figures
 from ._fresh import RSS_AGENTS, fresh_process_figures
 from ._history import History, mean_message_tokens
 from ._places import DatabasePlace, FilePlace, Place
@@ -87,6 +88,7 @@ class Config:
         teller_in_child: run the told-state scenario in a child process, beside generation.
         shed_messages: the thinking-heavy history the shedding scenario grows.
         cache_session: the prompt-cache session (issue 19), run once per breakpoint policy.
+        editing_session: the tool-heavy session, with and without context editing (issue 30).
         compaction_session: the resident session kept inside its window three ways (issue 29).
     """
 
@@ -110,6 +112,7 @@ class Config:
     """Child processes per fresh-process figure (each one measurement)."""
     rss_agents: int = RSS_AGENTS
     cache_session: CacheConfig = attrs.field(factory=CacheConfig)
+    editing_session: EditingConfig = attrs.field(factory=EditingConfig)
     compaction_session: SessionConfig = attrs.field(factory=SessionConfig)
 
     def __attrs_post_init__(self) -> None:
@@ -137,6 +140,7 @@ class Config:
             appends=200,
             quick=True,
             cache_session=CacheConfig(turns=100, tool_changes=(30, 70), fold_at=50),
+            editing_session=EditingConfig.quick(),
             compaction_session=SessionConfig.quick(),
         )
 
@@ -161,6 +165,7 @@ class Config:
             teller_events=3_000,
             quick=True,
             cache_session=CacheConfig.tiny(),
+            editing_session=EditingConfig.tiny(),
             compaction_session=SessionConfig.tiny(),
         )
 
@@ -336,6 +341,8 @@ def _run(config: Config, place: Place, progress: Progress | None, work: Path) ->
     cache = cache_sessions(config.cache_session, work, say)
     say("append-only: a 200-turn tool-loop session with head changes, append on and off")
     appended = append_figures()
+    say("context editing: a tool-heavy session, server clearing against a fold alone")
+    editing = editing_figures(config.editing_session, work)
     session = config.compaction_session
     say(f"staying inside the window: a {session.turns}-turn session, Compact / Fold / Window")
     compaction = compaction_figures(session)
@@ -378,4 +385,4 @@ def _run(config: Config, place: Place, progress: Progress | None, work: Path) ->
             "tool_loop_spread": spread(turns),
         },
     )
-    return with_compaction(report, compaction)
+    return add_editing(with_compaction(report, compaction), editing)

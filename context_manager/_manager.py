@@ -54,7 +54,7 @@ from ._reconcile import KeyCache, Reconciliation
 from ._reconcile import reconcile as reconcile_params
 from ._store._hold import HOLD_TIMEOUT_SECONDS, Hold, LocalHolds, holder_identity
 from ._store._lineage import lineage_of
-from ._store._protocol import BranchRecord, BranchRef, Lineage, Store
+from ._store._protocol import BranchRecord, BranchRef, HoldStore, Lineage, Store, supports
 from ._telemetry import OFF, Telemetry, telemetry_for
 
 if TYPE_CHECKING:
@@ -199,10 +199,8 @@ class ContextManager(CompileObservers, Compacting):
         Raises:
             AgentBusy: another holder kept the agent past ``timeout``; it is named.
         """
-        hold = getattr(self.store, "hold", None)
-        if callable(hold):
-            held: Hold = hold(self.namespace, timeout=timeout, holder=holder)
-            return held
+        if supports(self.store, HoldStore):
+            return self.store.hold(self.namespace, timeout=timeout, holder=holder)
         # A store written against the protocol before holds: held in this process only.
         local = PROCESS.local_holds  # logged once per store
         if id(self.store) not in local:

@@ -15,6 +15,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import structlog
@@ -136,7 +137,7 @@ def no_render_snapshots() -> Iterator[None]:
 # a plain local run explores new examples each time.
 from hypothesis import settings as _hypothesis_settings  # noqa: E402
 
-_SEEDED = (
+_SEEDED: dict[str, Any] = (
     {"derandomize": True, "database": None}
     if os.environ.get("CONTEXT_MANAGER_HYPOTHESIS_SEEDED")
     else {}

@@ -13,6 +13,7 @@ from typing import Any
 
 import attrs
 import pytest
+from structlog.testing import capture_logs
 
 from context_manager import (
     CompileResult,
@@ -28,7 +29,15 @@ from context_manager import (
     documented_prefix_check,
     documented_readability,
 )
-from context_manager._binding import in_order, judge
+from context_manager._binding import (
+    BlockStamp,
+    LegacyStamp,
+    Stamp,
+    in_order,
+    judge,
+    parse_stamp,
+)
+from context_manager._model._process import PROCESS
 from notices import ReasoningLossTeller
 from notices._turn import TurnState
 
@@ -243,7 +252,8 @@ def test_a_block_is_in_order_with_nothing_kept_before_it_or_its_own_predecessor(
 
 
 def test_a_stamp_without_the_block_reads_as_unstamped() -> None:
-    stamp = {"v": 2, "model": "m", "head": {}, "seals": {}, "pred": {}}
+    stamp = parse_stamp({"v": 2, "model": "m", "head": {}, "seals": {}, "pred": {}})
+    assert isinstance(stamp, Stamp)
     verdict = judge(
         stamp,
         0,
@@ -255,6 +265,46 @@ def test_a_stamp_without_the_block_reads_as_unstamped() -> None:
         last_kept=None,
     )
     assert verdict.verdict == "unstamped"
+
+
+def test_a_stored_stamp_is_read_into_per_block_entries() -> None:
+    raw = {
+        "v": 2,
+        "model": "m",
+        "head": {"system": "s"},
+        "seals": {"0": "a", "2": "b"},
+        "pred": {"0": None, "2": "p"},
+        "own": {"0": "o", "2": "q"},
+        "start": 7,
+    }
+    assert parse_stamp(raw) == Stamp(
+        model="m",
+        head={"system": "s"},
+        blocks={0: BlockStamp("a", None, "o"), 2: BlockStamp("b", "p", "q")},
+        owns=True,
+        start=7,
+    )
+    legacy = {"v": 1, "head": {"system": "s"}, "seals": {"1": "c"}}
+    assert parse_stamp(legacy) == LegacyStamp(None, {"system": "s"}, {1: "c"})
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        pytest.param({"v": 2, "head": {}, "seals": {"0": 5}, "pred": {}}, id="seal-not-text"),
+        pytest.param({"v": 2, "head": {}, "seals": {"x": "a"}, "pred": {}}, id="index-not-int"),
+        pytest.param({"v": 2, "head": {}, "seals": {}}, id="no-predecessors"),
+        pytest.param({"v": 1, "head": "h", "seals": {}}, id="legacy-head-not-a-mapping"),
+        pytest.param(["v", 2], id="not-an-object"),
+    ],
+)
+def test_a_malformed_stamp_reads_as_none_and_is_logged_once(raw: object) -> None:
+    PROCESS.stamp_warnings.clear()
+    with capture_logs() as logs:
+        assert parse_stamp(raw, "m1") is None
+        assert parse_stamp(raw, "m2") is None
+    (warning,) = [e for e in logs if e["event"] == "stamp_unreadable"]
+    assert (warning["message_id"], warning["log_level"]) == ("m1", "warning")
 
 
 # left out versus released (SPEC 7)

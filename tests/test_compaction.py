@@ -13,11 +13,7 @@ import logging
 from typing import Any
 
 import pytest
-
-from context_manager import Compact, ContextManager, Fold, Head, SQLiteStore, Store
-from context_manager.runtime import Agent
-from context_manager.simulator import Simulator
-from tests.helpers import (
+from helpers import (
     GREP_TOOL,
     LONG_TURN,
     PROBE_HEAD,
@@ -28,6 +24,10 @@ from tests.helpers import (
     runtime_on,
     thinking_signatures,
 )
+
+from context_manager import Compact, ContextManager, Fold, Head, SQLiteStore, Store
+from context_manager.runtime import Agent
+from context_manager.simulator import Simulator
 
 LONG = LONG_TURN
 TRIGGER = 300

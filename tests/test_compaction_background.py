@@ -16,11 +16,7 @@ import re
 from typing import Any
 
 import pytest
-
-from context_manager import Compact, ContextManager, Fold, SQLiteStore, Store
-from context_manager.runtime import Agent, Runtime, TurnResult
-from context_manager.simulator import Simulator
-from tests.helpers import (
+from helpers import (
     FAST_RETRY,
     LONG_TURN,
     PROBE_HEAD,
@@ -34,6 +30,10 @@ from tests.helpers import (
     thinking_signatures,
     unmarked,
 )
+
+from context_manager import Compact, ContextManager, Fold, SQLiteStore, Store
+from context_manager.runtime import Agent, Runtime, TurnResult
+from context_manager.simulator import Simulator
 
 LONG = LONG_TURN
 TRIGGER = 300

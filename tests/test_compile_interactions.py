@@ -21,7 +21,7 @@ from helpers import (
     unmarked,
 )
 
-from context_manager import ContextManager, OverBudget, Store, Window
+from context_manager import ContextManager, MessageId, OverBudget, Store, Window
 from context_manager.runtime import Agent
 from context_manager.simulator import ORGANIZATION_MISMATCH, Simulator
 
@@ -123,7 +123,7 @@ async def test_shedding_never_puts_back_a_withheld_block_and_the_open_round_stay
     sim = Simulator(script=pondering_script)
     client = sim.client()
     cm = ContextManager.open(store, namespace="ada")
-    replies = []
+    replies: list[MessageId] = []
     for text in ["question 0", "question 1", "question 2", "release", "question 3", "use tool"]:
         if text == "release":
             cm.release_thinking(replies[1])
@@ -134,7 +134,7 @@ async def test_shedding_never_puts_back_a_withheld_block_and_the_open_round_stay
         replies.append(cm.record_reply(call, result))
     cm.add_message(
         "user",
-        [{"type": "tool_result", "tool_use_id": call.content[-1].id, "content": "ok"}],  # type: ignore[union-attr]
+        [{"type": "tool_result", "tool_use_id": call.content[-1].id, "content": "ok"}],
     )
     whole = cm.compile(THINKING_HEAD, dry_run=True).tokens
 
@@ -210,7 +210,7 @@ async def open_round_under_budget(cm: ContextManager, sim: Simulator, budget: in
     call = await client.beta.messages.create(**result.request)
     reply = cm.record_reply(call, result)
     use = call.content[-1]
-    cm.add_message("user", [{"type": "tool_result", "tool_use_id": use.id, "content": "ok"}])  # type: ignore[union-attr]
+    cm.add_message("user", [{"type": "tool_result", "tool_use_id": use.id, "content": "ok"}])
     return reply
 
 
@@ -291,7 +291,7 @@ async def test_a_release_during_a_tool_loop_waits_until_no_round_is_open(store: 
             use = call.content[-1]
             cm.add_message(
                 "user", [{"type": "tool_result", "tool_use_id": use.id, "content": "ok"}]
-            )  # type: ignore[union-attr]
+            )
     assert invalid_calls(sim) == []
     assert strips == [None, None, None]
     cm.add_message("user", "Thanks.")
@@ -338,5 +338,5 @@ async def test_a_release_lowered_mid_round_holds_back_only_the_blocks_it_added(
         if call.stop_reason != "tool_use":
             break
         use = call.content[-1]
-        cm.add_message("user", [{"type": "tool_result", "tool_use_id": use.id, "content": "ok"}])  # type: ignore[union-attr]
+        cm.add_message("user", [{"type": "tool_result", "tool_use_id": use.id, "content": "ok"}])
     assert invalid_calls(sim) == []

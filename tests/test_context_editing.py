@@ -9,12 +9,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import THINKING_HEAD, calling_script, invalid_calls, notice_texts, runtime_on
+from helpers import (
+    PROBE_HEAD,
+    THINKING_HEAD,
+    calling_script,
+    invalid_calls,
+    notice_texts,
+    runtime_on,
+)
 
 from context_manager import (
     ApiTokenCounter,
     ClearThinking,
     ClearToolUses,
+    Compact,
     ContextEditing,
     ContextManager,
     Fold,
@@ -233,8 +241,18 @@ async def test_transcript_usage_shows_what_the_server_cleared_per_turn(
         sum(e.cleared_tool_uses for e in turn.edits) for turn in turns
     ]
     assert per_turn[2]["cleared_tool_uses"] == 3
+    assert [c["cleared_tool_uses"] for c in per_turn[2]["cleared_by_call"]] == [
+        e.cleared_tool_uses for e in turns[2].edits
+    ]  # each call of the turn: what the server cleared on it
+    assert [c["cleared_input_tokens"] for c in per_turn[2]["cleared_by_call"]] == [
+        e.cleared_input_tokens for e in turns[2].edits
+    ]
     tokens = sum(e.cleared_input_tokens for e in turns[2].edits)
     assert f"turn 3: the server cleared 3 tool uses and 0 thinking turns ({tokens} input" in text
+    per_call = ", ".join(
+        f"{e.cleared_tool_uses} uses / {e.cleared_input_tokens} tokens" for e in turns[2].edits
+    )
+    assert f"per call: {per_call}" in text
 
 
 async def test_thinking_the_server_clears_is_told_once_per_growth_in_the_count_form() -> None:
@@ -256,4 +274,62 @@ async def test_thinking_the_server_clears_is_told_once_per_growth_in_the_count_f
         "before relying on an earlier decision."
     )
     assert notice_texts(ada) == [line, line]
+    assert invalid_calls(sim) == []
+
+
+@pytest.mark.parametrize("editing", [None, ContextEditing(None, ClearThinking(keep_turns=1))])
+async def test_with_exact_counts_a_fold_is_judged_by_the_count_of_the_request_as_edited(
+    editing: ContextEditing | None,
+) -> None:
+    sim = Simulator()
+    runtime = runtime_on(sim)
+    fold = Fold(lambda covered: f"summary of {len(covered)}", trigger_tokens=800)
+    ada = runtime.register(Agent("ada", HEAD, strategy=fold, editing=editing))
+    ada.context.estimator = ApiTokenCounter(sim.sync_client())
+    for text in ("first", "second", "third", "fourth", "fifth"):
+        await ada.run_turn(f"{text} question " * 20)
+
+    edited = [c for c in sim.count_calls if "context_management" in c.request]
+    if editing is None:
+        assert summaries(ada) == 1  # the sent window passes the trigger
+        assert edited == []
+    else:
+        # count_tokens answers the window with old turns' thinking cleared: it never passes
+        assert summaries(ada) == 0
+        answers = [(c.response["input_tokens"], c.response["context_management"]) for c in edited]
+        assert answers
+        assert all(sent <= m["original_input_tokens"] for sent, m in answers)
+        assert any(sent < m["original_input_tokens"] for sent, m in answers)
+    assert invalid_calls(sim) == []
+
+
+async def test_no_request_that_asks_for_or_carries_a_compaction_carries_the_edits() -> None:
+    sim = Simulator(script=calling_script("probe"))
+    runtime = runtime_on(sim)
+    ada = runtime.register(
+        Agent(
+            "ada",
+            PROBE_HEAD,
+            tools={"probe": lambda _: "fine " * 200},
+            strategy=Compact(300),
+            editing=EAGER,
+        )
+    )
+    for n in range(8):
+        await ada.run_turn(f"Turn {n}: the deploy log again. " * 8 + " Please use tool probe.")
+    await ada.run_turn("And what now?")
+
+    asked = [c for c in sim.calls if "compaction" in c.request]
+    carrying = [
+        c
+        for c in sim.calls
+        if isinstance(c.request["messages"][0]["content"], list)
+        and c.request["messages"][0]["content"][0].get("type") == "compaction"
+    ]
+    plain = [c for c in sim.calls if c not in asked and c not in carrying]
+    assert asked
+    assert carrying
+    assert all("context_management" not in c.request for c in asked + carrying)
+    assert all(c.request["context_management"] == EAGER.to_wire() for c in plain)
+    assert all(c.status == 200 for c in sim.calls)  # the API refuses the two together
     assert invalid_calls(sim) == []

@@ -9,6 +9,7 @@ a compaction: expected); anything else is a ``cache_prefix_unexpected`` warning.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -148,7 +149,7 @@ def test_a_dry_compile_shows_the_diagnostics_it_would_send_and_records_nothing()
     assert dry.request["diagnostics"] == {"previous_message_id": sent}
 
 
-def fold_summary(messages: list[Any]) -> str:
+def fold_summary(messages: Sequence[Any]) -> str:
     return f"(summary of {len(messages)} messages)"
 
 

@@ -29,6 +29,7 @@ from context_manager import (
     place_thinking_drops,
 )
 from context_manager._model._canonical import signature_digest
+from context_manager._model._results import ReplyToken
 from context_manager._store._protocol import Release
 
 PREFIX = "prefix_binding_mismatch"
@@ -362,9 +363,7 @@ def test_the_context_manager_places_drops_and_releases_them_on_the_compiled_bran
         tokens=0,
         branch=key,
         namespace="ada",
-        head_digests={},
-        end_chain=b"",
-        manager_token=cm.token,
+        token=ReplyToken(manager_token=cm.token, head_digests={}, end_chain=b""),
     )
     response = sdk_message(
         [

@@ -50,7 +50,7 @@ def stored(store: Store, agent: str = "ada") -> ContextManager:
 async def test_the_sdk_streams_through_the_gateway_and_its_replies_are_recorded(
     sim: Simulator, store: Store, offline: str
 ) -> None:
-    messages: list[dict[str, Any]] = []
+    messages: list[Any] = []  # the SDK wants its own TypedDicts; these are wire dicts
     async with anthropic.AsyncAnthropic(
         base_url=offline, api_key="mine", default_headers=AGENT
     ) as client:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from helpers import invalid_calls, serve, thinking_signatures
 
-from context_manager import REASONING_LOSS_KIND, ContextManager, Store
+from context_manager import REASONING_LOSS_KIND, ContextManager, Store, ThinkingBlock
 from context_manager.adapters import AGENT_HEADER, gateway_app
 from context_manager.simulator import Simulator
 
@@ -35,7 +35,7 @@ from context_manager.adapters.langgraph import (  # noqa: E402
 )
 
 MODEL = "claude-opus-5-5"
-THREAD = {"configurable": {"thread_id": "ada"}}
+THREAD: Any = {"configurable": {"thread_id": "ada"}}  # a RunnableConfig
 
 
 @tool
@@ -105,7 +105,7 @@ def recorded_signatures(store: Store) -> list[str]:
         for m in cm.messages()
         if m.role == "assistant"
         for b in m.content
-        if getattr(b, "signature", None)
+        if isinstance(b, ThinkingBlock) and b.signature
     ]
 
 
@@ -265,7 +265,7 @@ def test_pending_writes_are_kept_once_and_in_the_order_langgraph_applies_them(
     from langgraph.checkpoint.serde.types import ERROR
 
     saver = TranscriptCheckpointer(store)
-    base = {"configurable": {"thread_id": "ada", "checkpoint_ns": ""}}
+    base: Any = {"configurable": {"thread_id": "ada", "checkpoint_ns": ""}}
     saved = saver.put(base, empty_checkpoint(), {"source": "input", "step": -1}, {})
     saver.put_writes(saved, [("a", 1), ("b", 2)], task_id="t2", task_path="p2")
     saver.put_writes(saved, [("a", 10)], task_id="t2", task_path="p2")  # a retry: kept once

@@ -84,7 +84,8 @@ async def _old_store(
             result = cm.compile(head)
             message = await client.beta.messages.create(**result.request)
             reply = [b.model_dump(exclude_none=True) for b in message.content]
-            stamp = version_1_stamp({**result.request, "head_digests": result.head_digests}, reply)
+            digests = result._token.head_digests
+            stamp = version_1_stamp({**result.request, "head_digests": digests}, reply)
             old[cm.record_reply(message, result)] = json.dumps(stamp)
     store.close()
     if version == 2:

@@ -193,7 +193,7 @@ async def test_the_asker_is_recorded_on_the_trigger_its_tool_results_and_its_rep
         ]
 
     runtime = runtime_on(Simulator(script=calls_then_answers))
-    agent = runtime.register(Agent("ada", HEAD, tools={"probe": lambda: "ok"}))
+    agent = runtime.register(Agent("ada", HEAD, tools={"probe": lambda given: "ok"}))
     await agent.run_turn("probe it", asker="bob")
     await agent.run_turn("and again")  # nobody named: nothing recorded
     roles = [(m.role, m.metadata.extra.get(ASKER_KEY)) for m in agent.context.messages()]

@@ -7,6 +7,7 @@ real ``anthropic`` client over the simulator, which checks every request.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import anthropic
@@ -109,7 +110,7 @@ async def test_everything_but_messages_is_the_real_clients_and_copies_share_the_
 
 
 async def test_an_agent_chosen_per_call_keeps_each_transcript_apart(sim: Simulator) -> None:
-    def agent(params: dict[str, Any]) -> tuple[str, str]:
+    def agent(params: Mapping[str, Any]) -> tuple[str, str]:
         return str(params["metadata"]["user_id"]), "main"
 
     client = ManagedAsyncAnthropic(sim.client(), MemoryStore(), agent=agent)
@@ -170,7 +171,7 @@ async def test_a_frameworks_own_drop_block_goes_out_and_a_block_known_to_fail_is
     binding = ThinkingBinding(drop_block=False)  # only the framework asks for drop_block
     client = ManagedAsyncAnthropic(sim.client(), store, agent="ada", binding=binding)
     thinking = {"type": "adaptive", "block_binding": {"prefix_mismatch_behavior": "drop_block"}}
-    own = {"thinking": thinking, "betas": [BINDING_BETA]}
+    own: dict[str, Any] = {"thinking": thinking, "betas": [BINDING_BETA]}
     messages: list[dict[str, Any]] = []
     for words in ("one", "two"):
         reply = await client.beta.messages.create(**framework_params(ask(messages, words), **own))

@@ -5,7 +5,9 @@ settings, folds, sets a window (shedding the oldest thinking first, or only jump
 earlier messages, forks, branches at an earlier reply (``branch_at``, after folds and drops),
 switches and deletes branches, releases reasoning, drops its kept renders (a compile then restores
 the stored render snapshot, and must send what a render from the stored messages sends), and makes
-the simulator drop chosen blocks (each reason). Each example draws a model check: the documented
+the simulator drop chosen blocks (each reason), and turns server-side context editing on or off
+(``ContextEditing``: the simulator clears old tool results in its own copy, issue #30). Each
+example draws a model check: the documented
 table (the library's ``documented_readability`` against the simulator's own) or a random
 readability table given to both (``ThinkingBinding(reads=...)``, ``Simulator(readability=...)``).
 After every step four invariants are checked against the simulator's own records:
@@ -26,6 +28,10 @@ After every step four invariants are checked against the simulator's own records
    simulator reports, predicts each branch's ``[reasoning]`` notices exactly.
 4. The transcript parses and every notice is a ``reasoning-loss`` system notice for the agent.
 
+With context editing on, every request carries the context's ``context_management`` (none asks
+for or carries a compaction here), the binding is judged against what was sent, so the server's
+clearing never counts as a loss and nothing is told for it.
+
 Profiles (``tests/conftest.py``): the default runs ``ci`` (300 examples); ``--hypothesis-profile=
 long`` runs thousands. Set ``RELIABILITY_STATS=path`` to write the run's counts as JSON.
 """
@@ -40,7 +46,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping, MutableMapping
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 import pytest
@@ -59,7 +65,9 @@ from postgres_server import Server, drop_schema, fresh_schema
 
 from context_manager import (
     REASONING_LOSS_KIND,
+    ClearToolUses,
     CompileResult,
+    ContextEditing,
     ContextManager,
     Fold,
     Head,
@@ -182,6 +190,20 @@ kinds, or thinking on both sides of the reply's text."""
 
 MID_TURN = ("none", "tools", "system", "model", "fold", "drop", "release", "edit")
 """What a tool does while it runs (the change reaches the turn's next call)."""
+
+EDITINGS: tuple[ContextEditing | None, ...] = (
+    None,
+    ContextEditing(ClearToolUses(trigger_tokens=1, keep=0)),
+    ContextEditing(ClearToolUses(trigger_tokens=150, keep=1, clear_inputs=True)),
+    ContextEditing(
+        ClearToolUses(trigger_tokens=1, keep=2, clear_at_least=40, exclude_tools=["grep"])
+    ),
+)
+"""Server-side context editing (issue #30): none, clear every result at once, clear all but the
+newest (inputs too) past a trigger, keep two and the ``grep`` results."""
+
+EDITED_RESULT = " The log goes on, line after line." * 6
+"""What a tool result holds while editing is on, so clearing it saves tokens."""
 
 RELEASED_REASONS = frozenset({PREFIX_MISMATCH, ORGANIZATION_MISMATCH, END_USER_MISMATCH})
 """SPEC 8: dropped blocks with these reasons are released for good; model drops are kept."""
@@ -373,6 +395,10 @@ class ReliabilityMachine(RuleBasedStateMachine):
 
     postgres_server: str | None = None
     """A PostgreSQL DSN: every example then runs on its own fresh schema there."""
+    enforced: bool = True
+    """Whether the simulator's account enforces the prefix check (``Simulator(enforced=)``)."""
+    enforcement: Literal["enforce", "observe"] = "enforce"
+    """The agent's ``ThinkingBinding(enforcement=)``."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -409,6 +435,7 @@ class ReliabilityMachine(RuleBasedStateMachine):
         self.mid_arg = 0
         self.tool_runs = 0
         self.fold_armed = False
+        self.editing: ContextEditing | None = None
 
     def teardown(self) -> None:
         if hasattr(self, "client"):
@@ -428,7 +455,7 @@ class ReliabilityMachine(RuleBasedStateMachine):
         """The store (SQLite in a scratch folder, memory, or PostgreSQL), the simulator with
         the example's model check, and the agent with the same one."""
         table = None if readability is None else _table(readability)
-        self.sim = Simulator(script=self._script, readability=table)
+        self.sim = Simulator(script=self._script, readability=table, enforced=self.enforced)
         self.client = self.sim.client()
         self.reads = table if table is not None else documented_readability
         STATS[f"readability:{'documented' if table is None else 'table'}"] += 1
@@ -443,7 +470,10 @@ class ReliabilityMachine(RuleBasedStateMachine):
         STATS[f"store:{type(self.store).__name__}"] += 1
         STATS[f"notices_as:{notices_as}"] += 1
         self.runtime = Runtime(self.client, self.store, retry=FAST)
-        binding = ThinkingBinding(system_notices=notices_as)  # type: ignore[arg-type]
+        binding = ThinkingBinding(
+            system_notices=notices_as,  # type: ignore[arg-type]
+            enforcement=self.enforcement,
+        )
         if table is not None:
             binding = attrs.evolve(binding, reads=table)
         tools: dict[str, ToolFunction] = {str(t["name"]): self._run_tool for t in TOOLS}
@@ -515,7 +545,7 @@ class ReliabilityMachine(RuleBasedStateMachine):
         self.tool_runs += 1
         if self.tool_runs == self.mid_round:
             self._mid_turn(self.mid_turn, self.mid_arg)
-        return f"result {self.tool_runs}"
+        return f"result {self.tool_runs}" + (EDITED_RESULT if self.editing else "")
 
     def _mid_turn(self, action: str, arg: int) -> None:
         STATS[f"mid_turn:{action}"] += 1
@@ -805,6 +835,13 @@ class ReliabilityMachine(RuleBasedStateMachine):
         self.cm.forget_cache()
         self._turn(then)
 
+    @rule(k=st.integers(0, len(EDITINGS) - 1), then=THEN)
+    def set_editing(self, k: int, then: TurnSpec | None) -> None:
+        """Server-side context editing from now on (one of ``EDITINGS``), or none."""
+        STATS[f"rule:set_editing:{k}"] += 1
+        self.editing = self.cm.editing = EDITINGS[k]
+        self._turn(then)
+
     @rule(arg=st.integers(0, 10_000), then=THEN)
     def release(self, arg: int, then: TurnSpec | None) -> None:
         STATS["rule:release"] += 1
@@ -911,11 +948,12 @@ class ReliabilityMachine(RuleBasedStateMachine):
             forced_before = forced_before or check.forced or check.path[0] == inflight
             assert check.forced or forced_before, f"unforced drop {check} in {call.request}"
         assert _jsonable(result.request["messages"]) == call.request["messages"]
+        self._check_editing(call)
         self._judge_left_out(result, visible, request, strategy)
         reply = visible[-1]
         assert reply.role == "assistant"
         assert reply.sequence > result.last_sequence
-        self.reply_heads[reply.id] = dict(result.head_digests)
+        self.reply_heads[reply.id] = dict(result._token.head_digests)
         self.reply_models[reply.id] = str(call.request["model"])
         # drops, placed independently by signature, then the incident rule
         by_signature = {
@@ -935,8 +973,8 @@ class ReliabilityMachine(RuleBasedStateMachine):
         branch = self.branches[result.branch]
         for reply_id, block, reason in placed:
             if reason in RELEASED_REASONS:
-                found = branch.drop_released.setdefault(reply_id, [])
-                found.append((block, result.last_sequence))
+                released = branch.drop_released.setdefault(reply_id, [])
+                released.append((block, result.last_sequence))
         prior = self.incident if self.incident and self.incident[0] == result.branch else None
         most = prior[1] if prior else 0
         self.incident = (result.branch, max(most, len(placed))) if placed else None
@@ -951,6 +989,19 @@ class ReliabilityMachine(RuleBasedStateMachine):
             )
             self._tell(result.branch, line)
             branch.told.update(ids)
+
+    def _check_editing(self, call: Any) -> None:
+        """Every request carries the context's edits while they are on, and none otherwise."""
+        editing = self.cm.editing
+        if editing is None:
+            assert "context_management" not in call.request
+            return
+        assert call.request["context_management"] == editing.to_wire()
+        assert "context-management-2025-06-27" in call.betas
+        applied = call.response.get("context_management") or {}
+        for edit in applied.get("applied_edits") or ():
+            STATS["edits:cleared_tool_uses"] += int(edit.get("cleared_tool_uses", 0))
+            STATS["edits:applied"] += 1
 
     def _judge_left_out(
         self,

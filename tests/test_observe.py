@@ -22,6 +22,7 @@ from context_manager import (
     MemoryStore,
     ThinkingBinding,
     ThinkingStrip,
+    ToolUseBlock,
 )
 from context_manager.simulator import Simulator
 
@@ -187,7 +188,11 @@ def test_a_head_change_inside_an_open_tool_round_is_predicted_and_sent_as_record
     s.client = s.sim.sync_client()
     s.call("hello")
     s.call("please use the tool")
-    use = next(b for b in s.cm.messages()[-1].content if getattr(b, "name", None) == TOOL["name"])
+    use = next(
+        b
+        for b in s.cm.messages()[-1].content
+        if isinstance(b, ToolUseBlock) and b.name == TOOL["name"]
+    )
     s.cm.add_message("user", [{"type": "tool_result", "tool_use_id": use.id, "content": "ok"}])
     system_change(s)
     with capture_logs() as logs:

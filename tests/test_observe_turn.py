@@ -7,6 +7,7 @@ would strip and the disagreements with the provider's reports, and ``TurnResult`
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -24,7 +25,7 @@ def script(request: dict[str, Any]) -> list[Any]:
     return [{"type": "thinking", "thinking": "thought"}, {"type": "text", "text": "ok"}]
 
 
-def turn_events(logs: list[dict[str, Any]]) -> list[tuple[int, int, int, str]]:
+def turn_events(logs: Sequence[Mapping[str, Any]]) -> list[tuple[int, int, int, str]]:
     return [
         (e["calls"], e["predicted_strips"], e["mismatches"], e["log_level"])
         for e in logs

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from helpers import invalid_calls, serve, thinking_signatures
 
-from context_manager import ContextManager, Store
+from context_manager import ContextManager, Store, ThinkingBlock
 from context_manager.adapters import AGENT_HEADER, gateway_app
 from context_manager.simulator import Simulator
 
@@ -54,7 +54,7 @@ def reasoning(turn: int) -> ResponseReasoningItem:
         type="reasoning",
         summary=[],
         encrypted_content=block["signature"],
-        provider_data={"thinking_blocks": [block], "model": "claude-opus-5-5"},
+        provider_data={"thinking_blocks": [block], "model": "claude-opus-5-5"},  # type: ignore[call-arg]
     )
 
 
@@ -123,7 +123,8 @@ async def test_a_popped_item_stays_stored_on_the_branch_the_session_left(store: 
     assert await session.pop_item() == items[2]
     assert await session.get_items() == items[:2]
     await session.add_items([{"role": "user", "content": "q2 again"}])
-    assert [i["content"] for i in await TranscriptSession("ada", store).get_items()] == [
+    again: list[Any] = await TranscriptSession("ada", store).get_items()
+    assert [i["content"] for i in again] == [
         "q0",
         "q1",
         "q2 again",
@@ -226,7 +227,7 @@ def recorded_signatures(store: Store) -> list[str]:
         for m in cm.messages()
         if m.role == "assistant"
         for b in m.content
-        if getattr(b, "signature", None)
+        if isinstance(b, ThinkingBlock) and b.signature
     ]
 
 
@@ -262,7 +263,7 @@ async def test_thinking_the_sdk_does_not_replay_is_sent_as_recorded_through_the_
     reply without its thinking, the open tool round's included (the API refuses that); the
     gateway sends the recorded replies."""
     pytest.importorskip("uvicorn")
-    sim, bodies = Simulator(), []
+    sim, bodies = Simulator(), list[Any]()
     with serve(recording(gateway_app(store, simulator_client=sim.client()), bodies)) as url:
         for question in ("please use read_log", "and again, please use read_log"):
             session = TranscriptSession("ada", store)

@@ -10,7 +10,7 @@ thinking is sent and accepted, across a tool loop with interleaved thinking and 
 from __future__ import annotations
 
 import warnings
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterable
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +51,7 @@ def grep(pattern: str) -> str:
 def issue_7984_agent(client: Any) -> Agent[int, str]:
     """The agent of pydantic-ai #7984: instructions naming the run, a toolset filtered per run."""
     model = AnthropicModel(MODEL, provider=AnthropicProvider(anthropic_client=client))
-    toolset = FunctionToolset([read_log, grep]).filtered(
+    toolset = FunctionToolset[int]([read_log, grep]).filtered(
         lambda ctx, tool: tool.name != "grep" or ctx.deps % 2 == 0
     )
     agent: Agent[int, str] = Agent(
@@ -166,7 +166,7 @@ async def test_a_streamed_run_is_recorded_and_replays_its_thinking(
     agent = issue_7984_agent(client)
     seen: list[Any] = []
 
-    async def handler(_: Any, events: AsyncIterator[Any]) -> None:
+    async def handler(_: Any, events: AsyncIterable[Any]) -> None:
         seen.extend([event async for event in events])
 
     first = await agent.run("use read_log", deps=0, event_stream_handler=handler)

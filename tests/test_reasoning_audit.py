@@ -7,7 +7,7 @@ import json
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from structlog.testing import capture_logs
@@ -92,7 +92,7 @@ def open_cm(
     sidecar: ReasoningStore | None,
     *,
     namespace: str = "ada",
-    capture: bool | str = True,
+    capture: bool | Literal["drop"] = True,
 ) -> ContextManager:
     return ContextManager.open(
         store, namespace=namespace, reasoning=ReasoningCapture(sidecar, capture=capture)

@@ -368,8 +368,8 @@ async def test_a_window_from_a_question_asked_twice_is_matched_where_more_of_it_
         await turn(client, cm, messages, words)
         call = messages[-1]["content"][-1]
         if call["type"] == "tool_use":  # the framework runs the tool, then calls again
-            result = {"type": "tool_result", "tool_use_id": call["id"], "content": "ok"}
-            messages.append({"role": "user", "content": [result]})
+            answer = {"type": "tool_result", "tool_use_id": call["id"], "content": "ok"}
+            messages.append({"role": "user", "content": [answer]})
             await turn(client, cm, messages, None)
     start = max(k for k, m in enumerate(messages) if m["content"] == "please use probe")
     del messages[:start]  # the window starts at the second question, whose tool call differs

@@ -6,6 +6,7 @@ judges the next request there: nothing refused, no thinking dropped, none stripp
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import attrs
@@ -77,7 +78,7 @@ async def test_a_reply_of_one_empty_text_block_keeps_the_turns_around_it_apart(
 ) -> None:
     """posit-dev/chatlas recorded an empty reply; the API refuses ``""``, so a placeholder text
     stands for it, as chatlas and ellmer send, instead of merging the two user turns."""
-    answers = iter([[{"type": "text", "text": ""}], ["Here now."]])
+    answers: Iterator[list[Any]] = iter([[{"type": "text", "text": ""}], ["Here now."]])
     sim = Simulator(script=lambda request: next(answers))
     client = sim.client()
     cm = ContextManager.open(store, namespace="ada")

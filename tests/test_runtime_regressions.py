@@ -226,9 +226,12 @@ async def test_a_line_held_for_a_deleted_branch_is_never_stored() -> None:
 async def test_the_default_simulator_calls_a_registered_tool_the_user_asks_for_by_name() -> None:
     sim = Simulator()  # no script: the default one
     runs: list[dict[str, Any]] = []
-    ada = runtime_on(sim).register(
-        Agent("ada", THINKING_HEAD, tools={"read_log": lambda given: runs.append(given) or "ok"})
-    )
+
+    def read_log(given: dict[str, Any]) -> str:
+        runs.append(given)
+        return "ok"
+
+    ada = runtime_on(sim).register(Agent("ada", THINKING_HEAD, tools={"read_log": read_log}))
 
     asked = await ada.run_turn("Please use read_log and tell me what failed.")
     plain = await ada.run_turn("And use grep, too.")  # not offered: answered in words

@@ -29,8 +29,12 @@ MYTHOS = "claude-mythos-5-1"
 """Takes on-demand compaction but runs no prefix check: no preserved thinking (rule 25 a)."""
 HAIKU = "claude-haiku-5-5"
 SYSTEM = "You are Ada."
-READ_LOG = {"name": "read_log", "description": "Read a log.", "input_schema": {"type": "object"}}
-GREP = {"name": "grep", "input_schema": {"type": "object"}, "defer_loading": True}
+READ_LOG: dict[str, Any] = {
+    "name": "read_log",
+    "description": "Read a log.",
+    "input_schema": {"type": "object"},
+}
+GREP: dict[str, Any] = {"name": "grep", "input_schema": {"type": "object"}, "defer_loading": True}
 BETAS = [BINDING_BETA, COMPACTION_BETA, TOOL_CHANGES_BETA]
 SUMMARIZE = {"type": "summarize"}
 
@@ -538,8 +542,8 @@ async def test_a_tool_added_inside_the_summarized_range_stops_applying_until_sta
         )
 
     assert history[-1]["content"][1]["text"] == "tools=read_log,grep"
-    assert after.content[1].text == "tools=read_log"  # type: ignore[union-attr]
-    assert stated.content[1].text == "tools=read_log,grep"  # type: ignore[union-attr]
+    assert after.content[1].text == "tools=read_log"
+    assert stated.content[1].text == "tools=read_log,grep"
 
 
 async def test_a_system_message_between_the_block_and_the_kept_turns_breaks_their_thinking(
@@ -547,7 +551,12 @@ async def test_a_system_message_between_the_block_and_the_kept_turns_breaks_thei
 ) -> None:
     block, kept = await kept_setup(client)
     effort = {"role": "system", "content": [], "output_config": {"effort": "low"}}
-    sent = [{"role": "user", "content": [block]}, effort, *kept, user("fourth")]
+    sent: list[dict[str, Any]] = [
+        {"role": "user", "content": [block]},
+        effort,
+        *kept,
+        user("fourth"),
+    ]
     betas = [*BETAS, OUTPUT_CONFIG_BETA]
     plain = await client.beta.messages.create(
         **call([{"role": "user", "content": [block]}, *kept, user("fourth")])

@@ -35,8 +35,12 @@ SONNET_5 = "claude-sonnet-5"
 HAIKU = "claude-haiku-5-5"
 """Reads only its own blocks (VENDOR_RULES 9)."""
 SYSTEM = "You are Ada."
-READ_LOG = {"name": "read_log", "description": "Read a log.", "input_schema": {"type": "object"}}
-GREP = {"name": "grep", "input_schema": {"type": "object"}, "defer_loading": True}
+READ_LOG: dict[str, Any] = {
+    "name": "read_log",
+    "description": "Read a log.",
+    "input_schema": {"type": "object"},
+}
+GREP: dict[str, Any] = {"name": "grep", "input_schema": {"type": "object"}, "defer_loading": True}
 EVERY_BETA = [BINDING_BETA, TOOL_CHANGES_BETA, SYSTEM_CLEAR_AT_BETA, OUTPUT_CONFIG_BETA]
 
 
@@ -601,7 +605,7 @@ async def test_a_tool_added_mid_conversation_is_offered_and_a_removed_one_is_rec
         history = [user("hi"), {"role": "system", "content": [add]}, wire_reply(added)]
         result = {
             "role": "user",
-            "content": [{"type": "tool_result", "tool_use_id": added.content[0].id}],  # type: ignore[union-attr]
+            "content": [{"type": "tool_result", "tool_use_id": added.content[0].id}],
         }
         history += [result, {"role": "system", "content": [remove]}]
         removed = await client.beta.messages.create(**call(history, tools=tools))

@@ -444,3 +444,33 @@ def test_a_namespace_must_be_a_non_empty_string(store: Store, namespace: object)
     with pytest.raises(ValueError, match=f"must be a non-empty string, got {namespace!r}"):
         ContextManager.open(store, namespace=namespace)  # type: ignore[arg-type]
     assert store.namespaces() == []
+
+
+def test_when_releases_meet_the_lower_from_block_wins_on_every_store(store: Store) -> None:
+    """The binding record's release rules (``_store/_semantics.py``), the same on every store:
+    a commit never raises a release nor moves its sequence; a pending lower release keeps what
+    was reported; a pending release no lower than the stored one changes nothing."""
+    cm = ContextManager.open(store, namespace="ada")
+    branch = cm.current_branch_key()
+    reply = cm.add_message("assistant", [ThinkingBlock("", "sig-1"), TextBlock("hi")])
+
+    def release() -> Any:
+        return store.releases("ada", branch, [reply])[reply]
+
+    store.commit_binding(
+        "ada", branch, first_compiled=True, releases=[(reply, 2)], reported=[], at_sequence=4
+    )
+    store.commit_binding(
+        "ada", branch, first_compiled=True, releases=[(reply, 3)], reported=[], at_sequence=9
+    )
+    kept = release()
+    assert (kept.from_block, kept.reported, kept.at_sequence) == (2, True, 4)
+
+    store.add_release("ada", branch, reply, 5, at_sequence=10)
+    assert release() == kept
+
+    store.add_release("ada", branch, reply, 1, at_sequence=11)
+    lowered = release()
+    assert (lowered.from_block, lowered.reported, lowered.reported_from) == (1, False, 2)
+    assert lowered.at_sequence == 11
+    assert (lowered.reported_at(1), lowered.reported_at(2)) == (False, True)

@@ -282,13 +282,14 @@ def place_thinking_drops(
     return PlacedDrops(tuple(replies), tuple(placed_rounds), tuple(unplaced))
 
 
-def allowed_paths(response: object) -> tuple[str, ...]:
+def allowed_paths(response: object, kind: str = ALLOWED_TYPE) -> tuple[str, ...]:
     """The paths of a response's ``thinking_mismatch_allowed`` entries (failing blocks that
-    reached the model on an unenforced account, provider rule 14), in order."""
+    reached the model on an unenforced account, provider rule 14), in order; with
+    ``kind=DROPPED_TYPE``, those of its ``thinking_dropped`` entries."""
     return tuple(
         _path_text(fields.get("path"))
         for fields in map(_fields_of, _entries_of(response, quiet=True))
-        if fields.get("type") == ALLOWED_TYPE
+        if fields.get("type") == kind
     )
 
 

@@ -7,13 +7,13 @@ predecessor is the nearest thinking block before it in that request as sent: a b
 provider dropped (an unreadable model, another organization) is still in the request, so it
 still counts (provider rules 4, 8). A stamp (version 2) names the producing model and binds the
 head's digests too. Version-1 stamps sealed every block sent before a thinking block, earlier
-thinking included: they verify only where all of that is sent as it was (``legacy_stamp``,
-``_validity.judge_legacy``); any other version reads as unstamped (logged once).
+thinking included: they verify only where all of that is sent as it was
+(``_validity.judge_legacy``). Reading a stored stamp is ``_stamp_read``'s.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -21,7 +21,6 @@ import attrs
 from context_manager._model._canonical import signature_digest
 from context_manager._model._content import Block, block_to_wire, is_thinking, signature_of
 from context_manager._model._errors import InvalidType
-from context_manager._model._log import library_logger
 from context_manager._model._messages import StoredMessage
 from context_manager._model._results import CompileResult
 
@@ -34,13 +33,7 @@ from ._chain import (
     seal_bytes,
     wire_content,
 )
-
-log = library_logger("context_manager.binding")
-
-STAMP_VERSION = 2
-"""Written into every stamp, so a later format can tell old stamps apart."""
-
-_warned_versions: set[object] = set()
+from ._stamp_read import STAMP_VERSION
 
 
 @attrs.frozen
@@ -66,8 +59,9 @@ def stamp_reply(
         TypeError: an appended message is neither a ``StoredMessage`` nor a wire dict.
     """
     extra_messages = [wire_message(item) for item in appended]
-    chain = chain_of_messages(extra_messages, start=result.end_chain)
-    predecessor = last_signature(extra_messages) or result.end_predecessor
+    token = result._token
+    chain = chain_of_messages(extra_messages, start=token.end_chain)
+    predecessor = last_signature(extra_messages) or token.end_predecessor
     seals: dict[str, str] = {}
     owns: dict[str, str] = {}
     preds: dict[str, str | None] = {}
@@ -91,51 +85,13 @@ def stamp_reply(
     stamp = {
         "v": STAMP_VERSION,
         "model": str(result.request.get("model", "")),
-        "head": dict(result.head_digests),
+        "head": dict(token.head_digests),
         "seals": seals,
         "pred": preds,
         "own": owns,  # each block alone: judged so on a model that runs no prefix check
-        "start": result.start_sequence,  # where its window started (a later branch's start)
+        "start": token.start_sequence,  # where its window started (a later branch's start)
     }
     return ReplyStamp(stamp, tuple(signatures), tuple(unsigned))
-
-
-LEGACY_STAMP_VERSION = 1
-"""Stamps of this version are checked by ``_validity.judge_legacy``."""
-
-
-def readable_stamp(stamp: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
-    """``stamp`` when the current rules can check it, else ``None`` (logged once per version).
-
-    Version 1 sealed earlier thinking into each block's chain, so the order rule cannot be read
-    from it: see ``legacy_stamp``. Any other unknown version is treated as unstamped.
-    """
-    if stamp is None or stamp.get("v") == STAMP_VERSION:
-        return stamp
-    version = stamp.get("v")
-    if version not in _warned_versions:
-        _warned_versions.add(version)
-        if version == LEGACY_STAMP_VERSION:
-            log.warning(
-                "stamp_version_legacy",
-                version=version,
-                note="sent only where everything sent before it, thinking included, is unchanged",
-            )
-        else:
-            log.warning("stamp_version_unreadable", version=version, note="treated as unstamped")
-    return None
-
-
-def legacy_stamp(stamp: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
-    """``stamp`` when it is a version-1 stamp (``{"v": 1, "head": ..., "seals": ...}``)."""
-    if (
-        stamp is not None
-        and stamp.get("v") == LEGACY_STAMP_VERSION
-        and isinstance(stamp.get("head"), Mapping)
-        and isinstance(stamp.get("seals"), Mapping)
-    ):
-        return stamp
-    return None
 
 
 def wire_message(item: object) -> dict[str, Any]:

@@ -9,17 +9,20 @@ provider drops it without an error, and it stays in the request, so the blocks m
 stay in order and a switch back to a model that reads it reads them all), and it is reported
 as lost for this request. A model that does not run the prefix check (provider rule 10) is
 judged by the model check alone (``judge_unchecked``): nothing before a block can stop it.
+The judges take parsed stamps (``_stamp_read.Stamp``, ``LegacyStamp``), never stored JSON.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Literal
 
 import attrs
 
 from context_manager._model._head import HEAD_COMPONENTS
 from context_manager._model._readability import Readability
+
+from ._stamp_read import AnyStamp, LegacyStamp, Stamp
 
 Verdict = Literal["keep", "unread", "head", "prefix", "gap", "unstamped"]
 """``unread``: valid, but the requested model cannot read it (sent; lost for this request);
@@ -52,7 +55,7 @@ def in_order(last_kept: str | None, predecessor: str | None) -> bool:
 
 
 def head_changes(
-    stamped: Mapping[str, Any],
+    stamped: Mapping[str, str],
     digests: Mapping[str, str],
     bound: tuple[str, ...],
     *,
@@ -73,20 +76,16 @@ def head_changes(
     return tuple(name for name in HEAD_COMPONENTS if name in differing)
 
 
-def producer_readable(
-    stamp: Mapping[str, Any], reader: str, reader_digest: str, reads: Readability
-) -> bool:
+def producer_readable(stamp: AnyStamp, reader: str, reader_digest: str, reads: Readability) -> bool:
     """The model check: a stamp naming its model asks ``reads``; an older stamp (model digest
     only) is readable only by the same model."""
-    producer = stamp.get("model")
-    if isinstance(producer, str):
-        return reads(reader, producer)
-    head = stamp.get("head")
-    return isinstance(head, Mapping) and head.get("model") == reader_digest
+    if stamp.model is not None:
+        return reads(reader, stamp.model)
+    return stamp.head.get("model") == reader_digest
 
 
 def judge_legacy(
-    stamp: Mapping[str, Any],
+    stamp: LegacyStamp,
     index: int,
     legacy_seal: str,
     *,
@@ -106,16 +105,16 @@ def judge_legacy(
     same model.
     """
     readable = producer_readable(stamp, reader, digests.get("model", ""), reads)
-    changed = head_changes(stamp["head"], digests, bound, readable=readable)
+    changed = head_changes(stamp.head, digests, bound, readable=readable)
     if changed:
         return Judgement("head", changed)
-    if stamp["seals"].get(str(index)) != legacy_seal:
+    if stamp.seals.get(index) != legacy_seal:
         return Judgement("prefix")
     return KEEP
 
 
 def judge(
-    stamp: Mapping[str, Any] | None,
+    stamp: Stamp | None,
     index: int,
     seal_now: str,
     *,
@@ -138,30 +137,24 @@ def judge(
     """
     if stamp is None:
         return Judgement("unstamped")
-    head, seals, preds = stamp.get("head"), stamp.get("seals"), stamp.get("pred")
-    if (
-        not isinstance(head, Mapping)
-        or not isinstance(seals, Mapping)
-        or not isinstance(preds, Mapping)
-    ):
-        return Judgement("unstamped")
+    head, blocks = stamp.head, stamp.blocks
     # the head and the model check come first: they hold for every block of the reply, so
     # they are the cause even where the block's own seal can no longer be found
     readable = producer_readable(stamp, reader, digests.get("model", ""), reads)
     changed = head_changes(head, digests, bound, readable=readable)
     if changed and (readable or head_changes(head, digests, bound, readable=True)):
         return Judgement("head", changed)
-    key = str(index)
-    if seals.get(key) != seal_now:
+    entry = blocks.get(index)
+    if entry is None or entry.seal != seal_now:
         # an edit that removed an earlier thinking block of the reply shifts the indexes; the
         # seal binds the block itself, so the block is found by its seal
-        key = next((k for k, v in seals.items() if v == seal_now), key)
+        entry = next((b for b in blocks.values() if b.seal == seal_now), entry)
     failed: Verdict | None = None
-    if key not in seals:
+    if entry is None:
         failed = "unstamped"
-    elif seals[key] != seal_now:
+    elif entry.seal != seal_now:
         failed = "prefix"
-    elif not in_order(last_kept, preds.get(key)):
+    elif not in_order(last_kept, entry.pred):
         failed = "gap"
     if changed:  # only the model check stops it
         return Judgement("head" if failed else "unread", changed)
@@ -169,7 +162,7 @@ def judge(
 
 
 def judge_unchecked(
-    stamp: Mapping[str, Any] | None,
+    stamp: AnyStamp | None,
     own_now: str,
     *,
     reader: str,
@@ -189,28 +182,37 @@ def judge_unchecked(
     Returns ``None`` when the stamp has no per-block digests and the reply may have been
     edited: the caller then judges it as on a model that checks (the conservative reading).
 
+    >>> from context_manager._binding._stamp_read import BlockStamp
     >>> same = lambda reader, producer: reader == producer
-    >>> judge_unchecked({"model": "a", "own": {"0": "d"}}, "d", reader="a", digests={}, reads=same)
+    >>> def made_by(model, own=True):
+    ...     return Stamp(model, {}, {0: BlockStamp("s", None, "d" if own else None)}, own)
+    >>> judge_unchecked(made_by("a"), "d", reader="a", digests={}, reads=same)
     Judgement(verdict='keep', changed=())
-    >>> judge_unchecked({"model": "b", "own": {"0": "d"}}, "d", reader="a", digests={}, reads=same)
+    >>> judge_unchecked(made_by("b"), "d", reader="a", digests={}, reads=same)
     Judgement(verdict='unread', changed=('model',))
-    >>> judge_unchecked({"model": "a", "own": {"0": "d"}}, "e", reader="a", digests={}, reads=same)
+    >>> judge_unchecked(made_by("a"), "e", reader="a", digests={}, reads=same)
     Judgement(verdict='prefix', changed=())
-    >>> judge_unchecked({"model": "b", "own": {"0": "d"}}, "e", reader="a", digests={}, reads=same)
+    >>> judge_unchecked(made_by("b"), "e", reader="a", digests={}, reads=same)
     Judgement(verdict='head', changed=('model',))
-    >>> judge_unchecked({"model": "a"}, "d", reader="a", digests={}, reads=same) is None
+    >>> judge_unchecked(made_by("a", own=False), "d", reader="a", digests={}, reads=same) is None
     True
-    >>> judge_unchecked({"model": "a"}, "d", reader="a", digests={}, reads=same, original=True)
+    >>> judge_unchecked(made_by("a", False), "d", reader="a", digests={}, reads=same, original=True)
     Judgement(verdict='keep', changed=())
     """
     if stamp is None:
         return Judgement("unstamped")
-    own = stamp.get("own")
-    if not isinstance(own, Mapping) and not original:
+    owns = isinstance(stamp, Stamp) and stamp.owns
+    if not owns and not original:
         return None
     readable = producer_readable(stamp, reader, digests.get("model", ""), reads)
-    if isinstance(own, Mapping) and own_now not in own.values():
+    if owns and not made_as(stamp, own_now):
         # the block itself changed: never sent; the model check comes first, as in ``judge``,
         # so it is the cause where it fails too
         return Judgement("prefix") if readable else Judgement("head", ("model",))
     return KEEP if readable else Judgement("unread", ("model",))
+
+
+def made_as(stamp: AnyStamp, own_now: str) -> bool:
+    """Whether a block whose own digest is ``own_now`` is one of ``stamp``'s blocks as made
+    (``False`` for a stamp with no per-block digests)."""
+    return isinstance(stamp, Stamp) and any(b.own == own_now for b in stamp.blocks.values())

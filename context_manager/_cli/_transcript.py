@@ -238,35 +238,51 @@ def reply_edits(message: StoredMessage) -> CallEdits:
     return CallEdits.of(message.metadata.extra)
 
 
-def turn_edits(messages: Iterator[StoredMessage]) -> list[CallEdits]:
-    """What the server's context editing cleared per turn, in ``turn_usage``'s turns."""
-    out: list[CallEdits] = []
-    tool_uses = thinking = tokens = 0
+def turn_edits(messages: Iterator[StoredMessage]) -> list[list[CallEdits]]:
+    """What the server's context editing cleared on each call, per turn (``turn_usage``'s
+    turns)."""
+    out: list[list[CallEdits]] = []
+    calls: list[CallEdits] = []
     started = False
     for message in messages:
         if opens_turn(message):
             if started:
-                out.append(CallEdits(tool_uses, thinking, tokens))
-            started, tool_uses, thinking, tokens = True, 0, 0, 0
+                out.append(calls)
+            started, calls = True, []
         elif message.role == "assistant":
             started = True
-            edits = reply_edits(message)
-            tool_uses += edits.cleared_tool_uses
-            thinking += edits.cleared_thinking_turns
-            tokens += edits.cleared_input_tokens
+            calls.append(reply_edits(message))
     if started:
-        out.append(CallEdits(tool_uses, thinking, tokens))
+        out.append(calls)
     return out
 
 
-def _edits_json(edits: CallEdits) -> dict[str, int]:
-    """The per-turn JSON fields of a turn whose calls the server edited (none otherwise)."""
+def _summed(calls: list[CallEdits]) -> CallEdits:
+    return CallEdits(
+        sum(e.cleared_tool_uses for e in calls),
+        sum(e.cleared_thinking_turns for e in calls),
+        sum(e.cleared_input_tokens for e in calls),
+    )
+
+
+def _edits_json(calls: list[CallEdits]) -> dict[str, Any]:
+    """The per-turn JSON fields of a turn whose calls the server edited (none otherwise): the
+    turn's sums and ``cleared_by_call``, one entry per call of the turn."""
+    edits = _summed(calls)
     if edits == CallEdits():
         return {}
     return {
         "cleared_tool_uses": edits.cleared_tool_uses,
         "cleared_thinking_turns": edits.cleared_thinking_turns,
         "cleared_input_tokens": edits.cleared_input_tokens,
+        "cleared_by_call": [
+            {
+                "cleared_tool_uses": e.cleared_tool_uses,
+                "cleared_thinking_turns": e.cleared_thinking_turns,
+                "cleared_input_tokens": e.cleared_input_tokens,
+            }
+            for e in calls
+        ],
     }
 
 
@@ -277,7 +293,7 @@ def _show_usage(
     server-side context editing cleared, when it cleared anything."""
     turns = list(turn_usage(_messages(cm, record.ref.name, None)))
     edits = turn_edits(_messages(cm, record.ref.name, None))
-    edits += [CallEdits()] * (len(turns) - len(edits))
+    edits += [[] for _ in range(len(turns) - len(edits))]
     total = CallUsage.total(usage for _, _, usage in turns)
     calls = sum(n for _, n, _ in turns)
     share = total.cache_read_input_tokens / total.total_input if total.total_input else 0.0
@@ -318,11 +334,22 @@ def _show_usage(
     print(f"cache read share: {share:.1%} of {total.total_input} input tokens", file=out)
     if diagnosed["compared"]:
         print(divergence_line(diagnosed), file=out)
-    cleared = [(number, e) for number, e in enumerate(edits, start=1) if e != CallEdits()]
-    for number, e in cleared:
+    _show_edits(edits, out)
+
+
+def _show_edits(edits: list[list[CallEdits]], out: TextIO) -> None:
+    """One line per turn the server's context editing cleared something on, per call too."""
+    for number, calls_edits in enumerate(edits, start=1):
+        e = _summed(calls_edits)
+        if e == CallEdits():
+            continue
+        per_call = ", ".join(
+            f"{c.cleared_tool_uses} uses / {c.cleared_input_tokens} tokens" for c in calls_edits
+        )
         print(
             f"turn {number}: the server cleared {e.cleared_tool_uses} tool uses and "
-            f"{e.cleared_thinking_turns} thinking turns ({e.cleared_input_tokens} input tokens)",
+            f"{e.cleared_thinking_turns} thinking turns ({e.cleared_input_tokens} input tokens); "
+            f"per call: {per_call}",
             file=out,
         )
 

@@ -17,6 +17,8 @@ import attrs
 
 from context_manager._model._log import library_logger
 
+from ._clear_cache import ClearPoints
+
 log = library_logger("context_manager.caching")
 
 MAX_BREAKPOINTS = 4
@@ -243,6 +245,7 @@ def place_breakpoints(
     caching: Caching,
     *,
     stable_end: int | None = 0,
+    clear: ClearPoints | None = None,
 ) -> dict[str, Any]:
     """``body`` with the compiler's cache breakpoints placed (see ``Caching`` for where).
 
@@ -251,6 +254,9 @@ def place_breakpoints(
         caching: the configuration; ``enabled=False`` returns a copy of ``body`` unchanged.
         stable_end: index of the message that ends the window's stable opening (default the
             first message: the anchored start after a jump, or a fold's summary), or ``None``.
+        clear: where the server's context editing clears (``_clear_cache.clear_points``):
+            its points go right after the newest message's (and before the head's), and a
+            stale previous-request breakpoint is left out.
 
     Returns:
         A new body; what it shares with ``body`` is never modified. At most
@@ -273,9 +279,12 @@ def place_breakpoints(
     taken = {position for position, _ in hosts}
     previous = previous_request_end(messages)
     wanted: list[Position] = []
+    if clear is not None and clear.previous_stale:
+        previous = None
     candidates = [
         _message_position(messages, len(messages) - 1) if messages else None,
         _message_position(messages, previous) if previous is not None else None,
+        *(clear.points if clear is not None else ()),
         _head_position(body),
         _message_position(messages, stable_end) if stable_end is not None else None,
     ]

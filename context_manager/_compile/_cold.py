@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from context_manager._binding._stamp_read import Stamp, parse_stamp
 from context_manager._model._content import ToolUseBlock, block_to_wire
 from context_manager._model._messages import StoredMessage
 from context_manager._store._protocol import Lineage
@@ -116,9 +117,9 @@ def made_at(
     ``spans``: newest first. One stamp read."""
     if reply is None:
         return None
-    stamp = m.store.stamps(m.namespace, [reply.id]).get(reply.id) or {}
-    start = stamp.get("start")
-    if not isinstance(start, int) or not base <= start <= reply.sequence:
+    stamp = parse_stamp(m.store.stamps(m.namespace, [reply.id]).get(reply.id))
+    start = stamp.start if isinstance(stamp, Stamp) else None
+    if start is None or not base <= start <= reply.sequence:
         return None
     if cap is None:
         return start

@@ -18,7 +18,7 @@ import attrs
 from context_manager._model._log import library_logger
 from context_manager._model._messages import MessageId, StoredMessage
 from context_manager._model._results import ProvenanceEntry, Source
-from context_manager._store._protocol import Release
+from context_manager._store._semantics import committed_release
 
 from ._branch import BindingRecord
 from ._render import RenderState, Span
@@ -87,8 +87,7 @@ def _learn(
     """What the store now holds for the releases and reports just written."""
     for message_id, block in releases:
         prior = record.releases.get(message_id)
-        low = block if prior is None else min(prior.from_block, block)
-        record.releases[message_id] = Release(message_id, low, True, at_sequence=at_sequence)
+        record.releases[message_id] = committed_release(prior, message_id, block, at_sequence)
     for message_id in reported:
         prior = record.releases.get(message_id)
         if prior is not None:

@@ -76,7 +76,7 @@ def compaction_plan(
                 log.info("compaction_keeps_fewer", namespace=m.namespace, kept=kept, asked=wanted)
             request = compaction_request(candidate.request, strategy.instructions)
             return CompactionPlan(
-                request, candidate.last_sequence, candidate.end_chain, candidate.branch, kept
+                request, candidate.last_sequence, candidate._token.end_chain, candidate.branch, kept
             )
     return None  # pragma: no cover - the newest always starts itself
 

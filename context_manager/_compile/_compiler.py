@@ -41,6 +41,7 @@ from context_manager._model._messages import (
     StoredMessage,
 )
 from context_manager._model._results import CompileResult
+from context_manager._store import _protocol as parts
 from context_manager._store._protocol import AnchoredHead, Lineage
 
 from . import _resident
@@ -274,16 +275,15 @@ class Compiler(WindowRenderer):
         m = self.manager
         cache = self._caches.get(key)
         kept = cache.render if cache is not None else None
-        with_read = getattr(m.store, "serials_and_read", None)
-        if kept is not None and with_read is not None:
+        if kept is not None and parts.supports(m.store, parts.ReadsTogether):
             after = kept[1].last_sequence
-            changes, bindings, new = with_read(m.namespace, lineage, after)
+            changes, bindings, new = m.store.serials_and_read(m.namespace, lineage, after)
             self._see_other_writers(int(bindings))
             return int(changes), Fresh(after, new)
-        both = getattr(m.store, "serials", None)
-        if both is None:  # a store written before ``serials``: this process's writes only
+        if not parts.supports(m.store, parts.BindingSerials):
+            # a store written before ``serials``: this process's writes only
             return m.store.change_serial(m.namespace), None
-        changes, bindings = both(m.namespace)
+        changes, bindings = m.store.serials(m.namespace)
         self._see_other_writers(int(bindings))
         return int(changes), None
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from context_manager._binding._chain import block_bytes, own_digest, seal_bytes
-from context_manager._binding._stamp import legacy_stamp, readable_stamp
+from context_manager._binding._stamp_read import AnyStamp, LegacyStamp, Stamp
 from context_manager._binding._validity import (
     head_changes,
     judge,
@@ -48,7 +48,8 @@ def judge_thinking(
     sendable because unsigned). ``canonical``: ``block_bytes(wire)`` when already at hand.
     """
     release = ctx.releases.get(message.id)
-    stamp = readable_stamp(ctx.stamps.get(message.id))
+    found = ctx.stamps.get(message.id)
+    stamp = found if isinstance(found, Stamp) else None
     if release is not None and index >= release.from_block:
         return _released(ctx, release, index, stamp)
     if not signature_of(block):
@@ -57,12 +58,11 @@ def judge_thinking(
         return "keep", ()
     if canonical is None:
         canonical = block_bytes(wire)
-    return _stamped(ctx, message, index, stamp, canonical, chain, last_kept, legacy_chain)
+    old = found if isinstance(found, LegacyStamp) else None
+    return _stamped(ctx, message, index, stamp or old, canonical, chain, last_kept, legacy_chain)
 
 
-def _released(
-    ctx: RenderContext, release: Release, index: int, stamp: Mapping[str, Any] | None
-) -> Verdict:
+def _released(ctx: RenderContext, release: Release, index: int, stamp: Stamp | None) -> Verdict:
     """A released block: hidden once reported; a released block whose head also changed
     reports the head (the strip's cause is read at its first block, and a head change must
     not pass as a message change, SPEC 7)."""
@@ -70,15 +70,14 @@ def _released(
         return "hidden", ()
     if not ctx.binds:
         return "released", ()
-    head = stamp.get("head") if stamp is not None else None
+    if stamp is None:
+        return "released", ()
+    readable = producer_readable(stamp, ctx.model, ctx.digests["model"], ctx.reads)
     if not ctx.checks_prefix:
-        if stamp is not None and not producer_readable(
-            stamp, ctx.model, ctx.digests["model"], ctx.reads
-        ):
+        if not readable:
             return "head", ("model",)
-    elif isinstance(head, Mapping):
-        readable = producer_readable(stamp or {}, ctx.model, ctx.digests["model"], ctx.reads)
-        changed = head_changes(head, ctx.digests, ctx.bound, readable=readable)
+    else:
+        changed = head_changes(stamp.head, ctx.digests, ctx.bound, readable=readable)
         if changed:
             verdict, changed = appended_cause(ctx, "head", changed, stamp)
             if verdict == "head":
@@ -90,17 +89,16 @@ def _stamped(
     ctx: RenderContext,
     message: StoredMessage,
     index: int,
-    stamp: Mapping[str, Any] | None,
+    found: AnyStamp | None,
     canonical: bytes,
     chain: bytes,
     last_kept: str | None,
     legacy_chain: bytes | None,
 ) -> Verdict:
     """A signed block under binding: judged by its stamp (current or version 1)."""
-    old = legacy_stamp(ctx.stamps.get(message.id)) if stamp is None else None
-    if not ctx.checks_prefix and (stamp is not None or old is not None):
+    if not ctx.checks_prefix and found is not None:
         unchecked = judge_unchecked(
-            stamp if stamp is not None else old,
+            found,
             own_digest(canonical),
             reader=ctx.model,
             digests=ctx.digests,
@@ -109,9 +107,11 @@ def _stamped(
         )
         if unchecked is not None:
             return unchecked.verdict, unchecked.changed
-    if old is not None and legacy_chain is not None:
+    if isinstance(found, LegacyStamp):
+        if legacy_chain is None:
+            return appended_cause(ctx, "unstamped", (), None)
         legacy = judge_legacy(
-            old,
+            found,
             index,
             seal_bytes(legacy_chain, canonical),
             reader=ctx.model,
@@ -119,9 +119,9 @@ def _stamped(
             bound=ctx.bound,
             reads=ctx.reads,
         )
-        return appended_cause(ctx, legacy.verdict, legacy.changed, old)
+        return appended_cause(ctx, legacy.verdict, legacy.changed, found)
     judgement = judge(
-        stamp,
+        found,
         index,
         seal_bytes(chain, canonical),
         reader=ctx.model,
@@ -130,14 +130,14 @@ def _stamped(
         reads=ctx.reads,
         last_kept=last_kept,
     )
-    return appended_cause(ctx, judgement.verdict, judgement.changed, stamp)
+    return appended_cause(ctx, judgement.verdict, judgement.changed, found)
 
 
 def appended_cause(
     ctx: RenderContext,
     verdict: StripReason | Literal["keep", "unread"],
     changed: tuple[str, ...],
-    stamp: Mapping[str, Any] | None,
+    stamp: AnyStamp | None,
 ) -> tuple[StripReason | Literal["keep", "unread"], tuple[str, ...]]:
     """While changes are appended (SPEC 7b) a system or tools difference is no head cause: the
     request's head is the anchored one, so a block bound to an earlier anchor lost its prefix

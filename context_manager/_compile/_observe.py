@@ -13,14 +13,13 @@ with the provider's report. Pure apart from ``log_observed``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import attrs
 
 from context_manager._binding._chain import own_digest
-from context_manager._binding._drops import allowed_paths
-from context_manager._binding._stamp import readable_stamp
-from context_manager._binding._validity import producer_readable
+from context_manager._binding._drops import DROPPED_TYPE, allowed_paths
+from context_manager._binding._stamp_read import Stamp
+from context_manager._binding._validity import made_as, producer_readable
 from context_manager._model._log import library_logger
 from context_manager._model._messages import StoredMessage
 from context_manager._model._results import CompileResult
@@ -40,22 +39,18 @@ def predicted_only(
     """Whether a block judged ``verdict`` is sent anyway and recorded as a prediction."""
     if not ctx.observe or verdict not in OBSERVED_VERDICTS:
         return False
-    stamp = readable_stamp(ctx.stamps.get(message.id))
-    if stamp is None or not _as_made(stamp, canonical):
+    stamp = ctx.stamps.get(message.id)
+    if not isinstance(stamp, Stamp) or not made_as(stamp, own_digest(canonical)):
         return False
     return producer_readable(stamp, ctx.model, ctx.digests.get("model", ""), ctx.reads)
-
-
-def _as_made(stamp: Mapping[str, Any], canonical: bytes) -> bool:
-    own = stamp.get("own")
-    return isinstance(own, Mapping) and own_digest(canonical) in own.values()
 
 
 @attrs.frozen
 class Observed:
     """One reply's predictions against the provider's report.
 
-    ``unreported``: predicted to fail, but reached the model with no mismatch entry;
+    ``unreported``: predicted to fail, but reached the model with no mismatch entry (a block
+    the provider dropped for its organization, end user or model is reported as that drop);
     ``unpredicted``: a ``thinking_mismatch_allowed`` entry the compiler predicted valid."""
 
     predicted: tuple[str, ...]
@@ -75,11 +70,12 @@ def observe_reply(result: CompileResult, response: object) -> Observed | None:
     if not _has_report(response):
         return None
     allowed = allowed_paths(response)
+    dropped = allowed_paths(response, DROPPED_TYPE)  # removed first (rule 11): no prefix entry
     predicted = result.predicted_mismatches
     return Observed(
         predicted,
         allowed,
-        tuple(p for p in predicted if p not in allowed),
+        tuple(p for p in predicted if p not in allowed and p not in dropped),
         tuple(p for p in allowed if p not in predicted),
     )
 

@@ -20,6 +20,7 @@ from context_manager._binding._chain import (
     feed_block,
     is_wire_thinking,
 )
+from context_manager._binding._stamp_read import AnyStamp
 from context_manager._model._content import (
     Block,
     ImageBlock,
@@ -116,7 +117,8 @@ class RenderContext:
     digests: Mapping[str, str]
     bound: tuple[str, ...]
     releases: Mapping[MessageId, Release]
-    stamps: Mapping[MessageId, Mapping[str, Any]]
+    stamps: Mapping[MessageId, AnyStamp]
+    """Each stamped reply's parsed stamp (``_binding._stamp_read``); absent: unstamped."""
     estimator: Callable[[Any], int]
     resolve: Callable[[Block], Block | None] | None = None
     """Turns a stored thinking block back into the block as sent (reasoning sidecar); ``None``

@@ -40,7 +40,7 @@ def store_reply(
             f"compile {result.compile_id} was a dry run; record replies against a "
             "committing compile"
         )
-    if result.manager_token != m.token:
+    if result._token.manager_token != m.token:
         raise InvalidValue(
             f"compile {result.compile_id} came from another context manager; record the "
             "reply on the manager that compiled it"

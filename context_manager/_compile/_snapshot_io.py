@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from context_manager._model._log import library_logger
 from context_manager._model._messages import MessageId
-from context_manager._store._protocol import Lineage, Release
+from context_manager._store._protocol import Lineage, Release, SnapshotStore, supports
 
 from . import _snapshot
 from ._branch import BindingRecord, BranchCache, CacheKey
@@ -47,8 +47,7 @@ class SnapshotKeeper:
             and self._binding_serial is not None
             and m.reasoning is None
             and m.estimator is estimate_tokens
-            and callable(getattr(m.store, "load_render", None))
-            and callable(getattr(m.store, "save_render", None))
+            and supports(m.store, SnapshotStore)
             and _snapshot.code_digest() is not None
         )
 

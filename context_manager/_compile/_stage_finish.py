@@ -5,15 +5,18 @@ raises before anything is written."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
 from context_manager._binding._chain import feed_block, is_wire_thinking, last_signature
+from context_manager._model._editing import EDITING_KEY, ContextEditing
 from context_manager._model._head import Head, ThinkingBinding
 
-from ._caching import place_breakpoints
-from ._editing import finish_editing
+from ._caching import place_breakpoints, previous_request_end
+from ._clear_cache import ClearPoints, clear_points
+from ._editing import carries_compaction, finish_editing
 from ._render import RenderState, close_tool_round, system_betas
 from ._run import Draft, Run
 
@@ -40,7 +43,22 @@ def finish_request(run: Run, draft: Draft) -> Draft:
     if draft.inflight is not None:
         body["messages"][draft.inflight.index] = draft.inflight.message
     body = finish_editing(body, m.editing)
-    return attrs.evolve(draft, body=place_breakpoints(body, m.caching), end_chain=end_chain)
+    clear = editing_breakpoints(body, m.editing, draft.state.total_tokens)
+    return attrs.evolve(
+        draft, body=place_breakpoints(body, m.caching, clear=clear), end_chain=end_chain
+    )
+
+
+def editing_breakpoints(
+    body: Mapping[str, Any], editing: ContextEditing | None, tokens: int
+) -> ClearPoints | None:
+    """Where the server will clear tool uses in ``body`` (``_clear_cache``), when it carries
+    the context's edits; ``tokens``, the window's estimate, says whether the trigger is met."""
+    edit = editing.clear_tool_uses if editing is not None else None
+    if edit is None or EDITING_KEY not in body or carries_compaction(body):
+        return None
+    previous = previous_request_end(body["messages"])
+    return clear_points(body["messages"], edit, previous, tokens >= edit.trigger_tokens)
 
 
 def end_predecessor(draft: Draft) -> str | None:

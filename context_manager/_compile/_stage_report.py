@@ -11,7 +11,12 @@ import attrs
 
 from context_manager._model._log import library_logger
 from context_manager._model._messages import MessageId
-from context_manager._model._results import CompileResult, ProvenanceEntry, ThinkingStrip
+from context_manager._model._results import (
+    CompileResult,
+    ProvenanceEntry,
+    ReplyToken,
+    ThinkingStrip,
+)
 
 from ._branch import BindingRecord
 from ._render import RenderState, StripEntry
@@ -191,16 +196,18 @@ def compile_result(run: Run, draft: Draft, appended: tuple[MessageId, ...]) -> C
         + int(m.estimator({"system": draft.head.system, "tools": list(draft.head.tools)})),
         branch=run.key,
         namespace=m.namespace,
-        head_digests=dict(draft.head.digests),
-        end_chain=draft.end_chain,
-        manager_token=m.token,
+        token=ReplyToken(
+            manager_token=m.token,
+            head_digests=dict(draft.head.digests),
+            end_chain=draft.end_chain,
+            end_predecessor=end_predecessor(draft),
+            start_sequence=state.start,
+        ),
         last_sequence=state.last_sequence,
-        end_predecessor=end_predecessor(draft),
         restored=draft.restored,
         appended=appended,
         unreadable=tuple(state.unread.values()),
         predicted_mismatches=tuple(state.predicted.values()),
-        start_sequence=state.start,
         shed=tuple(dict.fromkeys(e.message_id for e in draft.entries if e.reason == "shed")),
         folded=len(draft.effects.fold.covered) if draft.effects.fold is not None else 0,
     )

@@ -11,6 +11,7 @@ import attrs
 from context_manager._model._log import library_logger
 from context_manager._model._messages import StoredMessage
 from context_manager._store._protocol import Release
+from context_manager._store._semantics import lowered
 
 from ._fold import FoldRequest
 from ._render import RenderContext, RenderState
@@ -54,9 +55,7 @@ def shed_thinking(
         return state
     releases = dict(record.releases)
     for message_id, block in shed.items():
-        prior = releases.get(message_id)
-        low = block if prior is None else min(prior.from_block, block)
-        releases[message_id] = Release(message_id, low, False)
+        releases[message_id] = Release(message_id, lowered(releases.get(message_id), block), False)
     shed_ctx = attrs.evolve(ctx, releases=releases)
     again = run.engine.full_render(run, shed_ctx, start=state.start, pending=pending)
     marked = [  # a block the model cannot read keeps that cause: it was lost to it first

@@ -1,15 +1,19 @@
-"""The compiler's bounded stamp cache: stamps read from the store, by reply id.
+"""The compiler's bounded stamp cache: stamps read from the store, by reply id, parsed.
 
-Bounded by ``limit``: past it, the oldest stamps not needed by the render at hand are evicted
-(re-read on demand); a stamp the render is about to read is never evicted. Stamps made under
-one head share one ``head`` dict and model string (a window's stamps mostly repeat them).
+The one place the compiler reads stamps from the store: each stored stamp is parsed once here
+(``_binding._stamp_read.parse_stamp``; a corrupt or unknown one is held as absent, i.e.
+unstamped). Bounded by ``limit``: past it, the oldest stamps not needed by the render at hand
+are evicted (re-read on demand); a stamp the render is about to read is never evicted. Stamps
+made under one head share one ``head`` dict and model string (a window's stamps mostly repeat
+them).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from context_manager._binding._stamp_read import AnyStamp, LegacyStamp, Stamp, parse_stamp
 from context_manager._model._messages import MessageId
 
 STAMP_CACHE_LIMIT = 100_000
@@ -18,11 +22,11 @@ demand)."""
 
 
 class StampCache:
-    """Stamps by reply id, at most ``limit`` beyond those the current render needs."""
+    """Parsed stamps by reply id, at most ``limit`` beyond those the current render needs."""
 
     def __init__(self, limit: int = STAMP_CACHE_LIMIT) -> None:
         self.limit = limit
-        self.stamps: dict[MessageId, dict[str, Any]] = {}
+        self.stamps: dict[MessageId, AnyStamp] = {}
         """The stamps (what a ``RenderContext`` reads)."""
         self._heads: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
         self._models: dict[str, str] = {}
@@ -44,16 +48,17 @@ class StampCache:
         for message_id in message_ids:
             self.stamps.pop(message_id, None)
 
-    def put(self, message_id: MessageId, stamp: dict[str, Any]) -> None:
-        self.stamps[message_id] = stamp
+    def put(self, message_id: MessageId, stamp: Mapping[str, Any]) -> None:
+        """Hold the stamp just written for ``message_id`` (a stored stamp's JSON object)."""
+        self._hold(message_id, stamp)
 
     def load(
         self,
         needed: Sequence[MessageId],
-        read: Callable[[list[MessageId]], dict[MessageId, dict[str, Any]]],
+        read: Callable[[list[MessageId]], Mapping[MessageId, Mapping[str, Any]]],
     ) -> None:
-        """Make sure every stamp in ``needed`` is held (reading the missing ones with ``read``),
-        evicting the oldest others first when over the limit."""
+        """Make sure every stamp in ``needed`` is held (reading the missing ones with ``read``,
+        the store's ``stamps``), evicting the oldest others first when over the limit."""
         wanted = [mid for mid in needed if mid not in self.stamps]
         overflow = len(self.stamps) + len(wanted) - self.limit
         if overflow > 0:
@@ -61,21 +66,28 @@ class StampCache:
             for mid in [k for k in self.stamps if k not in keep][:overflow]:
                 del self.stamps[mid]
         if wanted:
-            loaded = read(wanted)
-            for stamp in loaded.values():
-                self._share_head(stamp)
-            self.stamps.update(loaded)
+            for message_id, raw in read(wanted).items():
+                self._hold(message_id, raw)
 
-    def _share_head(self, stamp: dict[str, Any]) -> None:
-        head = stamp.get("head")
+    def _hold(self, message_id: MessageId, raw: Mapping[str, Any]) -> None:
+        stamp = parse_stamp(self._shared(raw), message_id)
+        if stamp is None:
+            self.stamps.pop(message_id, None)
+        else:
+            self.stamps[message_id] = stamp
+
+    def _shared(self, raw: Mapping[str, Any]) -> Mapping[str, Any]:
+        """``raw`` with the shared ``head`` dict and model string, when it has them."""
+        head, model = raw.get("head"), raw.get("model")
+        if not isinstance(raw, dict):
+            return raw
         if isinstance(head, dict) and all(isinstance(v, str) for v in head.values()):
-            shared = self._heads.setdefault(tuple(sorted(head.items())), head)
-            stamp["head"] = shared
-        model = stamp.get("model")
+            raw["head"] = self._heads.setdefault(tuple(sorted(head.items())), head)
         if isinstance(model, str):
-            stamp["model"] = self._models.setdefault(model, model)
+            raw["model"] = self._models.setdefault(model, model)
+        return raw
 
     def _check(self) -> None:
         for message_id, stamp in self.stamps.items():
             assert isinstance(message_id, str)
-            assert isinstance(stamp, dict)
+            assert isinstance(stamp, Stamp | LegacyStamp)

@@ -53,6 +53,9 @@ CACHE_LIMIT = 50_000
 CountFunction: TypeAlias = Callable[[dict[str, Any]], int]
 """``count(params) -> input tokens``: params are ``count_tokens`` keyword arguments."""
 
+PairFunction: TypeAlias = Callable[[dict[str, Any]], tuple[int, int]]
+"""``count(params) -> (input tokens as sent, as the API's context edits leave them)``."""
+
 
 def count_params(body: Mapping[str, Any]) -> dict[str, Any]:
     """The ``count_tokens`` keyword arguments for a request body (markers removed: they never
@@ -110,13 +113,14 @@ class ApiTokenCounter:
         *,
         fallback: Callable[[Any], int] = estimate_tokens,
     ) -> None:
-        self._count: CountFunction = client if callable(client) else _sdk_count(client)
+        self._count: PairFunction = _as_pair(client) if callable(client) else _sdk_count(client)
         self.fallback = fallback
         self.calls = 0
         """``count_tokens`` calls made (successful or not)."""
         self._lock = threading.Lock()
         self._items: dict[str, int] = {}
         self._requests: dict[str, int] = {}
+        self._edited: dict[str, int] = {}
         self._learned_exact = 0
         self._learned_estimate = 0
         self._failing = False
@@ -150,7 +154,7 @@ class ApiTokenCounter:
             return known
         self.calls += 1
         try:
-            total = int(self._count(params))
+            total, edited = self._count(params)
         except Exception as err:  # any failure: fall back, never fail the compile
             with self._lock:
                 first, self._failing = not self._failing, True
@@ -161,9 +165,21 @@ class ApiTokenCounter:
             self._failing = False
             if len(self._requests) > CACHE_LIMIT:
                 self._requests.clear()
+                self._edited.clear()
             self._requests[key] = total
+            self._edited[key] = edited
             self._learn(body, total)
         return total
+
+    def count_edited(self, body: Mapping[str, Any]) -> int | None:
+        """The input tokens of ``body`` as the API sees it after its context edits (the
+        ``input_tokens`` ``count_tokens`` answers for a request with ``context_management``;
+        the same as ``count_request`` without), or ``None`` when the endpoint failed. Shares
+        ``count_request``'s call and cache: counting a request both ways costs one call."""
+        if self.count_request(body) is None:
+            return None
+        with self._lock:
+            return self._edited.get(_digest(count_params(body)))
 
     def _learn(self, body: Mapping[str, Any], total: int) -> None:
         parts: list[tuple[str, Any]] = [(_head_key(body.get("system"), body.get("tools")), body)]
@@ -192,16 +208,28 @@ class ApiTokenCounter:
         self._learned_estimate += spread
 
 
-def _sdk_count(client: anthropic.Anthropic) -> CountFunction:
-    """Counts of requests as sent: with ``context_management`` the API answers the edited count
-    as ``input_tokens`` and the sent one as ``context_management.original_input_tokens``, which
-    is what the per-message counts are learned from (the client sends its full history)."""
+def _as_pair(count: CountFunction) -> PairFunction:
+    """A host's ``count(params) -> int`` as a pair: it counts no edits."""
 
-    def count(params: dict[str, Any]) -> int:
+    def pair(params: dict[str, Any]) -> tuple[int, int]:
+        total = int(count(params))
+        return total, total
+
+    return pair
+
+
+def _sdk_count(client: anthropic.Anthropic) -> PairFunction:
+    """Counts of requests as sent and as edited: with ``context_management`` the API answers
+    the edited count as ``input_tokens`` and the sent one as
+    ``context_management.original_input_tokens``; the per-message counts are learned from the
+    sent one (the client sends its full history), the pressure passes measure the edited one."""
+
+    def count(params: dict[str, Any]) -> tuple[int, int]:
         counted = client.beta.messages.count_tokens(**params)
         edited = getattr(counted, "context_management", None)
         original = getattr(edited, "original_input_tokens", None)
-        return int(original if isinstance(original, int) else counted.input_tokens)
+        sent = int(original if isinstance(original, int) else counted.input_tokens)
+        return sent, int(counted.input_tokens)
 
     return count
 

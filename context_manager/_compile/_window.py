@@ -14,7 +14,7 @@ from typing import Any
 import attrs
 
 from context_manager._binding._chain import CHAIN_SEED, LEGACY_CHAIN_SEED
-from context_manager._binding._stamp import LEGACY_STAMP_VERSION
+from context_manager._binding._stamp_read import LegacyStamp
 from context_manager._model._content import THINKING_TYPES
 from context_manager._model._log import library_logger
 from context_manager._model._messages import MessageId, StoredMessage
@@ -189,7 +189,7 @@ class WindowRenderer(SnapshotKeeper):
         ctx = attrs.evolve(ctx, pieces=memo.pieces)
         state = RenderState(chain=CHAIN_SEED, start=start, change_serial=run.serial)
         stamps = self._stamps.stamps
-        if any(stamps[m.id].get("v") == LEGACY_STAMP_VERSION for m in messages if m.id in stamps):
+        if any(isinstance(stamps.get(m.id), LegacyStamp) for m in messages):
             state.legacy_chain = LEGACY_CHAIN_SEED
         if summary is not None:
             _render_opener(state, ctx, summary)

@@ -2,7 +2,8 @@
 
 All records here are frozen. ``Provenance`` maps compiled message ``i`` to its stored sources
 and, per source, compiled content index ``j`` to the stored block index; drop placement
-(``_drops``) reads it.
+(``_drops``) reads it. A ``CompileResult`` holds what a user reads; what ``record_reply`` needs
+to stamp the reply is its private ``ReplyToken`` (``_token``), which users never read.
 """
 
 from __future__ import annotations
@@ -67,10 +68,33 @@ class ProvenanceEntry:
 
 
 @attrs.frozen
+class ReplyToken:
+    """What ``record_reply`` needs from the compile behind a request (not for users).
+
+    Attributes:
+        manager_token: the compiling manager's token (a reply is recorded on that manager only).
+        head_digests: the digests of the head the request was built on (the reply's stamp).
+        end_chain: the prefix chain at the request's end (the reply's seals continue it).
+        end_predecessor: signature digest of the newest thinking block the request sends (a
+            reply's first thinking block records it as its predecessor).
+        start_sequence: the stored sequence the rendered window starts at. A reply's stamp
+            records it, so a branch made later, with no window start of its own, can start
+            where the reply was made.
+    """
+
+    manager_token: str
+    head_digests: dict[str, str]
+    end_chain: bytes
+    end_predecessor: str | None = None
+    start_sequence: int = 0
+
+
+@attrs.frozen
 class CompileResult:
     """One compile's output.
 
-    ``request`` is accepted as is by ``client.beta.messages.create(**request)``.
+    ``request`` is accepted as is by ``client.beta.messages.create(**request)``. Every attribute
+    but ``_token`` (what ``record_reply`` needs, passed as ``token=``) is for the caller.
     """
 
     request: dict[str, Any]
@@ -81,21 +105,14 @@ class CompileResult:
     tokens: int
     branch: str
     namespace: str
-    head_digests: dict[str, str] = attrs.field(repr=False)
-    end_chain: bytes = attrs.field(repr=False)
-    manager_token: str = attrs.field(repr=False)
+    _token: ReplyToken = attrs.field(repr=False, alias="token")
     last_sequence: int = 0
-    end_predecessor: str | None = attrs.field(default=None, repr=False)
-    """Signature digest of the newest thinking block the request sends (a reply's first
-    thinking block records it as its predecessor)."""
+    """The newest stored sequence the request covers."""
     restored: tuple[MessageId, ...] = ()
     """Stored reply ids whose thinking, left out by the last committing compile, is sent again."""
     appended: tuple[MessageId, ...] = ()
     """The ``head-change`` system message this compile stored for a ``system`` / ``tools``
     change (SPEC 7b); empty when nothing was appended (always on a dry compile)."""
-    start_sequence: int = attrs.field(default=0, repr=False)
-    """The stored sequence the rendered window starts at. A reply's stamp records it, so a
-    branch made later, with no window start of its own, can start where the reply was made."""
     unreadable: tuple[str, ...] = ()
     """Paths (``messages.i.content.j``) of thinking blocks the request sends that the requested
     model cannot read: the provider drops them (``model_binding_mismatch``, never a 400), and
@@ -118,3 +135,8 @@ class CompileResult:
     cache_check: CacheCheck | None = attrs.field(default=None, repr=False)
     """``Caching(diagnostics=True)``: what the compiler knew changed since the request of the
     branch's previous reply, which ``request["diagnostics"]`` names (``None``: diagnostics off)."""
+
+    @property
+    def start_sequence(self) -> int:
+        """The stored sequence the rendered window starts at (a reply's stamp records it)."""
+        return self._token.start_sequence

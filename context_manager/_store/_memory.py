@@ -39,6 +39,7 @@ from ._protocol import (
     left_out_since,
 )
 from ._read import check_limit, select_window
+from ._semantics import added_release, as_of, committed_release, inherited_release
 
 
 @attrs.define
@@ -60,11 +61,6 @@ class _Namespace:
     left_out: dict[str, dict[tuple[MessageId, int], int | None]] = attrs.field(factory=dict)
     """Per branch, each left-out block and the sequence it was first left out at."""
     revisions: list[tuple[MessageId, tuple[Block, ...]]] = attrs.field(factory=list)
-
-
-def _as_of(sequence: int | None, fork_sequence: int | None) -> bool:
-    """Recorded at or before the fork point (``None`` on either side: inherited)."""
-    return fork_sequence is None or sequence is None or sequence <= fork_sequence
 
 
 def _note_history(
@@ -135,30 +131,22 @@ class MemoryStore:
             if parent is not None:
                 history = space.release_history.get(parent, {})
                 space.release_history[record.key] = {
-                    mid: {b: q for b, q in found.items() if _as_of(q, fork_sequence)}
+                    mid: {b: q for b, q in found.items() if as_of(q, fork_sequence)}
                     for mid, found in history.items()
                 }
                 inherited: dict[MessageId, Release] = {}
                 for mid, release in space.releases.get(parent, {}).items():
-                    if _as_of(release.at_sequence, fork_sequence):
-                        inherited[mid] = release
-                        continue
-                    earlier = [
-                        (b, q) for b, q in history.get(mid, {}).items() if _as_of(q, fork_sequence)
-                    ]
-                    if earlier:  # lowered after the fork point: the release as of then
-                        block, when = min(earlier)
-                        inherited[mid] = Release(mid, block, True, at_sequence=when)
+                    kept = inherited_release(release, history.get(mid, {}), fork_sequence)
+                    if kept is not None:
+                        inherited[mid] = kept
                 space.releases[record.key] = inherited
                 space.left_out[record.key] = {
                     spot: since
                     for spot, since in space.left_out.get(parent, {}).items()
-                    if fork_sequence is None or since is None or since <= fork_sequence
+                    if as_of(since, fork_sequence)
                 }
                 space.heads[record.key] = [
-                    h
-                    for h in space.heads.get(parent, [])
-                    if fork_sequence is None or h.at_sequence <= fork_sequence
+                    h for h in space.heads.get(parent, []) if as_of(h.at_sequence, fork_sequence)
                 ]
             return record
 
@@ -440,10 +428,7 @@ class MemoryStore:
             table = space.releases.setdefault(branch, {})
             for mid, from_block in releases:
                 _note_history(space, branch, mid, from_block, at_sequence)
-                prior = table.get(mid)
-                low = from_block if prior is None else min(prior.from_block, from_block)
-                when = at_sequence if prior is None or low < prior.from_block else prior.at_sequence
-                table[mid] = Release(mid, low, True, at_sequence=when)
+                table[mid] = committed_release(table.get(mid), mid, from_block, at_sequence)
             for mid in reported:
                 if mid in table:
                     table[mid] = attrs.evolve(table[mid], reported=True)
@@ -462,13 +447,9 @@ class MemoryStore:
             self._bump_binding(namespace)
             _note_history(self._space(namespace), branch, message_id, from_block, at_sequence)
             table = self._space(namespace).releases.setdefault(branch, {})
-            prior = table.get(message_id)
-            if prior is not None and prior.from_block <= from_block:
-                return
-            earlier = None
-            if prior is not None:
-                earlier = prior.from_block if prior.reported else prior.reported_from
-            table[message_id] = Release(message_id, from_block, False, earlier, at_sequence)
+            added = added_release(table.get(message_id), message_id, from_block, at_sequence)
+            if added is not None:
+                table[message_id] = added
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:

@@ -12,6 +12,7 @@ from context_manager._model._messages import MessageId
 from ._postgres_connection import PostgresConnections
 from ._protocol import AnchoredHead, BindingRecordData, Release, left_out_since
 from ._rows import RELEASE_COLUMNS, release_from_row
+from ._sql import added_release_sql, committed_release_sql
 
 if TYPE_CHECKING:
     import psycopg
@@ -125,13 +126,8 @@ class PostgresBindingRecords(PostgresConnections):
                 )
             if releases:
                 cursor.executemany(
-                    "INSERT INTO releases (ns, branch, message_id, from_block, reported, at_seq) "
-                    "VALUES (%s, %s, %s, %s, true, %s) ON CONFLICT (ns, branch, message_id) DO "
-                    "UPDATE SET at_seq = CASE WHEN excluded.from_block < releases.from_block "
-                    "THEN excluded.at_seq ELSE releases.at_seq END, "
-                    "from_block = least(releases.from_block, excluded.from_block), "
-                    "reported = true",
-                    [(namespace, branch, mid, block, at_sequence) for mid, block in releases],
+                    committed_release_sql("%s"),
+                    [(namespace, branch, mid, block, True, at_sequence) for mid, block in releases],
                 )
                 cursor.executemany(
                     "INSERT INTO release_history (ns, branch, message_id, from_block, at_seq) "
@@ -157,14 +153,8 @@ class PostgresBindingRecords(PostgresConnections):
         with self._write(namespace) as conn:
             _bump_binding(conn, namespace)
             conn.execute(
-                "INSERT INTO releases (ns, branch, message_id, from_block, reported, at_seq) "
-                "VALUES (%s, %s, %s, %s, false, %s) ON CONFLICT (ns, branch, message_id) "
-                "DO UPDATE SET at_seq = excluded.at_seq, "
-                "reported_from = CASE WHEN releases.reported THEN releases.from_block "
-                "ELSE releases.reported_from END, "
-                "from_block = excluded.from_block, reported = false "
-                "WHERE excluded.from_block < releases.from_block",
-                (namespace, branch, message_id, from_block, at_sequence),
+                added_release_sql("%s"),
+                (namespace, branch, message_id, from_block, False, at_sequence),
             )
             conn.execute(
                 "INSERT INTO release_history (ns, branch, message_id, from_block, at_seq) "

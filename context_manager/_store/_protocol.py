@@ -1,4 +1,9 @@
-"""The storage contract shared by ``MemoryStore`` and ``SQLiteStore``.
+"""The storage contract shared by ``MemoryStore``, ``SQLiteStore`` and ``PostgresStore``.
+
+``Store`` is composed by concern: ``MessageStore`` and ``BindingStore`` are required; the
+optional parts (``BindingSerials``, ``ReadsTogether``, ``SnapshotStore``, ``HoldStore``) are
+runtime-checkable protocols the library tests with ``supports`` (``isinstance``), never
+``getattr``.
 
 Every method is scoped by ``namespace`` (one agent each); nothing crosses namespaces. A store
 never loses what it stored: deleting a branch hides it, editing keeps the earlier revision.
@@ -10,6 +15,7 @@ sequence, never by scanning a whole history.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 from collections.abc import Sequence
 from typing import Any, Protocol, TypeAlias, runtime_checkable
@@ -129,13 +135,16 @@ def left_out_since(
     return now
 
 
-@runtime_checkable
-class Store(Protocol):
-    """What the context manager needs from storage. See the module docstring for invariants."""
+class MessageStore(Protocol):
+    """Messages, branches and the agents (namespaces) that own them."""
 
-    def namespaces(self) -> list[str]: ...
+    def namespaces(self) -> list[str]:
+        """Every agent with anything stored, sorted."""
+        ...
 
-    def drop_namespace(self, namespace: str) -> None: ...
+    def drop_namespace(self, namespace: str) -> None:
+        """Forget the agent ``namespace`` and everything stored for it (the one deletion)."""
+        ...
 
     def create_branch(
         self,
@@ -144,17 +153,32 @@ class Store(Protocol):
         *,
         parent: str | None = None,
         fork_sequence: int | None = None,
-    ) -> BranchRecord: ...
+    ) -> BranchRecord:
+        """A new branch ``name``, forked from branch key ``parent`` at ``fork_sequence``
+        (``None``: its end); it inherits the parent's binding record as of that point (SPEC 5,
+        ``_semantics.inherited_release``). Raises ``BranchExists`` for a live name."""
+        ...
 
-    def delete_branch(self, namespace: str, name: str) -> BranchRecord: ...
+    def delete_branch(self, namespace: str, name: str) -> BranchRecord:
+        """Hide branch ``name`` (its messages stay, read through its children). Raises
+        ``BranchNotFound``."""
+        ...
 
-    def branches(self, namespace: str) -> list[BranchRecord]: ...
+    def branches(self, namespace: str) -> list[BranchRecord]:
+        """The agent's live branches, oldest first."""
+        ...
 
-    def branch_by_key(self, namespace: str, key: str) -> BranchRecord: ...
+    def branch_by_key(self, namespace: str, key: str) -> BranchRecord:
+        """The branch (deleted ones too) with ``key``. Raises ``BranchNotFound``."""
+        ...
 
-    def current_branch_name(self, namespace: str) -> str | None: ...
+    def current_branch_name(self, namespace: str) -> str | None:
+        """The agent's current branch, or ``None`` before one is set."""
+        ...
 
-    def set_current_branch(self, namespace: str, name: str) -> None: ...
+    def set_current_branch(self, namespace: str, name: str) -> None:
+        """Make ``name`` the agent's current branch."""
+        ...
 
     def append(
         self,
@@ -166,9 +190,14 @@ class Store(Protocol):
         *,
         stamp: dict[str, Any] | None = None,
         signatures: Sequence[str] = (),
-    ) -> StoredMessage: ...
+    ) -> StoredMessage:
+        """Store a message at the end of ``branch`` with its stamp and the signature digests
+        of its thinking blocks, in one transaction; returns it with its id and sequence."""
+        ...
 
-    def get(self, namespace: str, message_id: MessageId) -> StoredMessage: ...
+    def get(self, namespace: str, message_id: MessageId) -> StoredMessage:
+        """The message ``message_id`` (its latest revision). Raises ``MessageNotFound``."""
+        ...
 
     def read(
         self,
@@ -180,50 +209,55 @@ class Store(Protocol):
         kind: str | None = None,
         limit: int | None = None,
         newest_first: bool = False,
-    ) -> list[StoredMessage]: ...
+    ) -> list[StoredMessage]:
+        """The messages of ``lineage`` (each branch key up to its fork point) with a sequence
+        in ``(after, upto]``, of ``kind`` when given, oldest first unless ``newest_first``, at
+        most ``limit``. O(log n + k) from the sequence index."""
+        ...
 
-    def last_sequence(self, namespace: str, lineage: Lineage) -> int: ...
+    def last_sequence(self, namespace: str, lineage: Lineage) -> int:
+        """The newest sequence ``lineage`` holds (0: none)."""
+        ...
 
     def edit(
         self, namespace: str, message_id: MessageId, content: Sequence[Block]
-    ) -> StoredMessage: ...
-
-    def change_serial(self, namespace: str) -> int: ...
-
-    def serials(self, namespace: str) -> tuple[int, int]:
-        """``(change serial, binding serial)`` of the agent ``namespace``, read together (one
-        round trip, at every compile). The binding serial counts the agent's binding-record
-        writes (``commit_binding``, ``add_release``) from any process or host: each adds exactly
-        one, in its own transaction. A compiler keeping a render compares it to see another
-        writer's releases, reports and anchors. A store without this method is read with
-        ``change_serial`` alone, as never written elsewhere."""
+    ) -> StoredMessage:
+        """Replace a message's content, keeping the earlier revision; returns the new one."""
         ...
 
-    def serials_and_read(
-        self, namespace: str, lineage: Lineage, after: int
-    ) -> tuple[int, int, list[StoredMessage]]:
-        """``serials(namespace)`` and ``read(namespace, lineage, after=after)`` together: a
-        compile that keeps a render makes both reads, and a store with round trips makes them
-        one. A store without this method is read with the two calls."""
+    def change_serial(self, namespace: str) -> int:
+        """A counter that moves with every write to the agent's messages (a cached render
+        compares it to see edits and other writers)."""
         ...
 
-    def changed_since(self, namespace: str, serial: int) -> int | None: ...
+    def changed_since(self, namespace: str, serial: int) -> int | None:
+        """The lowest sequence edited since ``change_serial`` was ``serial`` (``None``: no
+        edit)."""
+        ...
 
     def stamps(
         self, namespace: str, message_ids: Sequence[MessageId]
-    ) -> dict[MessageId, dict[str, Any]]: ...
-
-    def save_render(self, namespace: str, branch: str, header: str, blob: bytes) -> None:
-        """Keep the branch's render snapshot (one per branch: it replaces the last). Derived
-        data, never the transcript: losing it costs one render. A store without this method
-        (or ``load_render``) keeps none."""
+    ) -> dict[MessageId, dict[str, Any]]:
+        """The stored stamps (JSON objects) of ``message_ids``; a reply with none, or with a
+        corrupt one (logged), is absent. O(len(message_ids))."""
         ...
 
-    def load_render(self, namespace: str, branch: str) -> tuple[str, bytes] | None:
-        """The branch's render snapshot, ``(header, bytes)``, or ``None``."""
+    def find_signature(self, namespace: str, signature_digest: str) -> list[MessageId]:
+        """The replies holding a thinking block with this signature digest."""
         ...
 
-    def find_signature(self, namespace: str, signature_digest: str) -> list[MessageId]: ...
+    def batch(self) -> contextlib.AbstractContextManager[None]:
+        """Group writes: every write inside commits together or, when the block raises, none
+        does. A nested batch is part of the outer one."""
+        ...
+
+    def close(self) -> None:
+        """Release connections and files; the store is not used afterwards."""
+        ...
+
+
+class BindingStore(Protocol):
+    """Each branch's binding record: releases, reports, the anchor and the left-out set."""
 
     def binding_record(
         self, namespace: str, branch: str, *, releases: bool = True
@@ -252,7 +286,11 @@ class Store(Protocol):
         left_out: Sequence[tuple[MessageId, int]] | None = None,
         at_sequence: int | None = None,
         anchored_head: AnchoredHead | None = None,
-    ) -> None: ...
+    ) -> None:
+        """A compile's binding write, in one transaction: ``releases`` recorded as reported
+        (the lower ``from_block`` wins, ``_semantics.committed_release``), ``reported`` marked
+        told, and the anchor, the left-out set and the anchored head replaced when given."""
+        ...
 
     def add_release(
         self,
@@ -262,9 +300,57 @@ class Store(Protocol):
         from_block: int,
         *,
         at_sequence: int | None = None,
-    ) -> None: ...
+    ) -> None:
+        """Release a reply's thinking from ``from_block`` on, pending until a compile reports
+        it (``_semantics.added_release``: a release already as low changes nothing)."""
+        ...
 
-    def batch(self) -> contextlib.AbstractContextManager[None]: ...
+
+@runtime_checkable
+class BindingSerials(Protocol):
+    """Optional: counts of the agent's writes, read in one round trip at every compile. A
+    store without them is read with ``change_serial`` alone, as never written elsewhere."""
+
+    def serials(self, namespace: str) -> tuple[int, int]:
+        """``(change serial, binding serial)`` of the agent ``namespace``, read together (one
+        round trip, at every compile). The binding serial counts the agent's binding-record
+        writes (``commit_binding``, ``add_release``) from any process or host: each adds exactly
+        one, in its own transaction. A compiler keeping a render compares it to see another
+        writer's releases, reports and anchors."""
+        ...
+
+
+@runtime_checkable
+class ReadsTogether(Protocol):
+    """Optional: the serials and the new messages in one call (a store with round trips makes
+    them one). A store without it is read with the two calls."""
+
+    def serials_and_read(
+        self, namespace: str, lineage: Lineage, after: int
+    ) -> tuple[int, int, list[StoredMessage]]:
+        """``serials(namespace)`` and ``read(namespace, lineage, after=after)`` together."""
+        ...
+
+
+@runtime_checkable
+class SnapshotStore(Protocol):
+    """Optional: render snapshots, derived data that saves a re-render. A store without them
+    keeps none."""
+
+    def save_render(self, namespace: str, branch: str, header: str, blob: bytes) -> None:
+        """Keep the branch's render snapshot (one per branch: it replaces the last). Derived
+        data, never the transcript: losing it costs one render."""
+        ...
+
+    def load_render(self, namespace: str, branch: str) -> tuple[str, bytes] | None:
+        """The branch's render snapshot, ``(header, bytes)``, or ``None``."""
+        ...
+
+
+@runtime_checkable
+class HoldStore(Protocol):
+    """Optional: holds across processes and hosts. A store without them is held in its
+    process only (``ContextManager.hold``)."""
 
     def hold(
         self, namespace: str, *, timeout: float | None = None, holder: str | None = None
@@ -279,4 +365,37 @@ class Store(Protocol):
         """
         ...
 
-    def close(self) -> None: ...
+
+@runtime_checkable
+class Store(
+    MessageStore,
+    BindingStore,
+    BindingSerials,
+    ReadsTogether,
+    SnapshotStore,
+    HoldStore,
+    Protocol,
+):
+    """What the context manager needs from storage, by concern: messages and branches
+    (``MessageStore``), binding records (``BindingStore``), and the optional parts a store may
+    leave out (``BindingSerials``, ``ReadsTogether``, ``SnapshotStore``, ``HoldStore``:
+    detected with ``supports``). See the module docstring for invariants."""
+
+
+def supports(store: object, part: type[Any]) -> bool:
+    """Whether ``store`` has the optional ``part`` (one of the runtime-checkable protocols
+    above): ``isinstance``, which finds a part a proxy store forwards too. A store class that
+    has the part's methods itself is answered from a cache (a protocol's ``isinstance`` walks
+    its methods each time on Python 3.11, and a compile asks at every call).
+
+    >>> from context_manager._store._memory import MemoryStore
+    >>> supports(MemoryStore(), SnapshotStore), supports(object(), HoldStore)
+    (True, False)
+    """
+    return _class_has((type(store), part)) or isinstance(store, part)
+
+
+@functools.cache
+def _class_has(classes: tuple[type[Any], type[Any]]) -> bool:
+    """``issubclass(store class, part)``, once per pair."""
+    return issubclass(*classes)

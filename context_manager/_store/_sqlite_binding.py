@@ -14,6 +14,7 @@ from context_manager._model._messages import MessageId
 
 from ._protocol import AnchoredHead, BindingRecordData, Release, left_out_since
 from ._rows import RELEASE_COLUMNS, release_from_row
+from ._sql import added_release_sql, committed_release_sql
 from ._sqlite_schema import SQL_VARIABLES_PER_QUERY
 
 
@@ -132,12 +133,8 @@ class SQLiteBindingRecords:
                     (namespace, branch, int(first_compiled), anchor),
                 )
             db.executemany(
-                "INSERT INTO releases (ns, branch, message_id, from_block, reported, at_seq) "
-                "VALUES (?, ?, ?, ?, 1, ?) ON CONFLICT (ns, branch, message_id) DO UPDATE SET "
-                "at_seq = CASE WHEN excluded.from_block < from_block THEN excluded.at_seq "
-                "ELSE at_seq END, "
-                "from_block = min(from_block, excluded.from_block), reported = 1",
-                [(namespace, branch, mid, block, at_sequence) for mid, block in releases],
+                committed_release_sql("?"),
+                [(namespace, branch, mid, block, True, at_sequence) for mid, block in releases],
             )
             db.executemany(
                 "INSERT INTO release_history (ns, branch, message_id, from_block, at_seq) "
@@ -161,14 +158,8 @@ class SQLiteBindingRecords:
         with self._transaction() as db:
             _bump_binding(db, namespace)
             db.execute(
-                "INSERT INTO releases (ns, branch, message_id, from_block, reported, at_seq) "
-                "VALUES (?, ?, ?, ?, 0, ?) ON CONFLICT (ns, branch, message_id) DO UPDATE SET "
-                "at_seq = excluded.at_seq, "
-                "reported_from = CASE WHEN releases.reported = 1 THEN releases.from_block "
-                "ELSE releases.reported_from END, "
-                "from_block = excluded.from_block, reported = 0 "
-                "WHERE excluded.from_block < releases.from_block",
-                (namespace, branch, message_id, from_block, at_sequence),
+                added_release_sql("?"),
+                (namespace, branch, message_id, from_block, False, at_sequence),
             )
             db.execute(
                 "INSERT INTO release_history (ns, branch, message_id, from_block, at_seq) "
