@@ -24,6 +24,7 @@ from ._append import append_figures
 from ._cache import CacheConfig, cache_sessions
 from ._compaction import SessionConfig, compaction_figures, with_compaction
 from ._editing import EditingConfig, add_editing, editing_figures
+from ._fresh import RSS_AGENTS, fresh_process_figures
 from ._history import History, mean_message_tokens
 from ._places import DatabasePlace, FilePlace, Place
 from ._quiet import quiet_logging
@@ -107,6 +108,9 @@ class Config:
     quick: bool = False
     teller_in_child: bool = True
     shed_messages: int = 10_000
+    fresh_repeats: int = 5
+    """Child processes per fresh-process figure (each one measurement)."""
+    rss_agents: int = RSS_AGENTS
     cache_session: CacheConfig = attrs.field(factory=CacheConfig)
     editing_session: EditingConfig = attrs.field(factory=EditingConfig)
     compaction_session: SessionConfig = attrs.field(factory=SessionConfig)
@@ -132,6 +136,7 @@ class Config:
             loop_repeats=9,
             reopen_repeats=3,
             sdk_repeats=9,
+            fresh_repeats=3,
             appends=200,
             quick=True,
             cache_session=CacheConfig(turns=100, tool_changes=(30, 70), fold_at=50),
@@ -154,6 +159,8 @@ class Config:
             tool_loop_size=80,
             sdk_repeats=2,
             shed_messages=400,
+            fresh_repeats=1,
+            rss_agents=5,
             appends=3,
             teller_events=3_000,
             quick=True,
@@ -318,6 +325,17 @@ def _run(config: Config, place: Place, progress: Progress | None, work: Path) ->
         max_workers=1, mp_context=multiprocessing.get_context("spawn")
     ) as child:
         resident = child.submit(resident_memory, places[at], AGENT, strategy, history.head).result()
+    say(f"fresh processes: reopen, wake and memory at {at:,} and reopen at {largest:,}")
+    fresh = fresh_process_figures(
+        places,
+        AGENT,
+        strategy,
+        history.head,
+        at=at,
+        largest=largest,
+        repeats=config.fresh_repeats,
+        agents=config.rss_agents,
+    )
     say(f"shedding: two {config.shed_messages:,}-message histories under a third of their tokens")
     shed = shedding(config.shed_messages)
     cache = cache_sessions(config.cache_session, work, say)
@@ -355,6 +373,7 @@ def _run(config: Config, place: Place, progress: Progress | None, work: Path) ->
             "reopen": {str(size): seconds for size, seconds in reopens.items()},
             "reopen_cold": {str(size): seconds for size, seconds in reopens_cold.items()},
             "resident": resident,
+            "fresh": fresh,
         },
         details={
             "window_tokens": window_tokens,

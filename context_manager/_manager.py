@@ -8,6 +8,7 @@ concurrent use from several threads at once on the same namespace: one writer pe
 from __future__ import annotations
 
 import asyncio
+import functools
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -27,6 +28,7 @@ from ._compile._compactor import Compacting, Compactor
 from ._compile._compiler import Compiler
 from ._compile._fold import SUMMARY_KIND
 from ._compile._observers import CompileObservers
+from ._compile._resident import kept_hot
 from ._compile._strategies import Passthrough, Strategy, estimate_tokens
 from ._model._checks import (
     check_branch_name,
@@ -109,7 +111,8 @@ class ContextManager(CompileObservers, Compacting):
         self._async_locks: dict[str, tuple[asyncio.Lock, asyncio.AbstractEventLoop]] = {}
         self._branch = self._ensure_branch()
         self._compiler = Compiler(self)
-        self._compactor = Compactor(self)
+        self._compactor = Compactor(self, functools.partial(kept_hot, id(self._compiler)))
+        self._compiler.on_release = self._compactor.release
         self._reconcile_keys: KeyCache = {}
         self.last_reconciliation: Reconciliation | None = None
         """What the last ``reconcile`` stored, edited, folded or rewound (``None`` before one)."""

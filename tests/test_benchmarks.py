@@ -56,12 +56,14 @@ def test_a_smoke_run_writes_every_figure_the_issue_names(tmp_path: Path) -> None
         "full_window_vs_sdk",
         "reopen_vs_sdk",
         "steady_vs_sdk",
-        "reopen_flatness",
-        "reopen_flatness_per_message",
         "cache_bytes_per_agent",
         "evicted_compile_vs_sdk",
-        "evicted_cold_vs_sdk",
+        "reopen_fresh_vs_sdk",
         "reopen_cold_vs_sdk",
+        "evicted_cold_vs_sdk",
+        "wake_vs_sdk",
+        "rss_vs_limit",
+        "reopen_flatness_full",
         "append_kept",
         "telemetry_overhead",
     }
@@ -71,6 +73,13 @@ def test_a_smoke_run_writes_every_figure_the_issue_names(tmp_path: Path) -> None
     side = report["side_by_side"]
     assert side["evicted_compile_cold"] > 0  # the same compile with render snapshots off
     assert set(side["reopen_cold"]) == set(side["reopen"]) == {"40", "80", "160"}
+    fresh = side["fresh"]  # each figure from its own child process, beside the SDK there
+    assert set(fresh["reopen_fresh"]) == {"80", "160"}
+    for figure in (*fresh["reopen_fresh"].values(), fresh["wake"], fresh["evicted_cold"]):
+        assert figure["seconds"] > 0
+        assert figure["sdk_create"] > 0
+    assert fresh["rss"]["agents"] == 5
+    assert report["ratios"]["rss_vs_limit"] > 0
     assert report["append_on_head_lines"] == 0
     assert 0.0 <= report["shed_newest_50"] <= 1.0
     assert 0 < report["cache_read_share"] <= 1

@@ -12,7 +12,10 @@ manager to the strategy's ``fallback`` with one warning (``compaction_fallback``
 else the call raises (a 529 ``compaction_unavailable`` after the caller's retries) reaches
 the caller with the history as it was. In memory only: after a restart the first turn's
 compile is noted again, and the compaction waits for it; a background compaction running at a
-crash was never stored, so it is simply asked again.
+crash was never stored, so it is simply asked again. Under another strategy (a ``Compact`` used
+once, as the CLI's ``/compact``) the requests are kept only while the branch's hot render is
+(``release``): a request shares most of its objects with that render, and nothing else would
+bound it.
 """
 
 from __future__ import annotations
@@ -65,9 +68,11 @@ class PendingCompaction:
 class Compactor:
     """When and how a manager compacts (see the module docstring)."""
 
-    def __init__(self, host: CompileHost) -> None:
+    def __init__(self, host: CompileHost, keeps_hot: Callable[[str], bool]) -> None:
         # a proxy, as the compiler's: a manager the host drops is freed at once
         self._host: CompileHost = weakref.proxy(host)
+        self._keeps_hot = keeps_hot
+        """Whether a branch's render is counted hot now (``_resident.kept_hot``)."""
         self._sent: dict[str, list[CompileResult]] = {}
         self._pending: dict[str, PendingCompaction] = {}
         self._failures = 0
@@ -78,6 +83,9 @@ class Compactor:
         the same messages replaces the request it retries)."""
         if result.dry:
             return
+        if not self._holds(result.branch):
+            self._sent.pop(result.branch, None)
+            return
         sent = self._sent.setdefault(result.branch, [])
         if sent and sent[-1].last_sequence == result.last_sequence:
             sent.pop()
@@ -85,6 +93,17 @@ class Compactor:
         strategy = self._host.strategy
         keep = strategy.keep_turns if isinstance(strategy, Compact) else 1
         del sent[: max(0, len(sent) - min(max(keep, 1), KEEP_TURNS_LIMIT))]
+
+    def release(self, key: str) -> None:
+        """Branch ``key``'s hot render is gone: so are its requests, unless the strategy is
+        ``Compact``."""
+        if not isinstance(self._host.strategy, Compact):
+            self._sent.pop(key, None)
+
+    def _holds(self, key: str) -> bool:
+        # a request is the size of the window and shares its objects with the hot render: kept
+        # under ``Compact`` always, otherwise only beside the hot render (whose bound counts it)
+        return isinstance(self._host.strategy, Compact) or self._keeps_hot(key)
 
     def edited(self) -> None:
         """A stored message was edited: a compaction running now is abandoned when it ends."""

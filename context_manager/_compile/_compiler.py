@@ -29,7 +29,7 @@ import asyncio
 import inspect
 import sys
 import weakref
-from collections.abc import Generator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from typing import Any
 
 from context_manager._model._errors import InFlightThinkingInvalid, InvalidType
@@ -117,6 +117,7 @@ class Compiler(WindowRenderer):
         self.prediction_mismatches = 0
         """Observe mode: disagreements between the compiler's predictions and the provider's
         ``thinking_mismatch_allowed`` entries, counted over every reply recorded."""
+        self.on_release: Callable[[str], None] = lambda key: None  # the bound freed its render
         self._binding_serial: int | None = None
         """The agent's binding serial the kept records and renders reflect (``None``: not read
         yet, or the store cannot say)."""

@@ -44,6 +44,7 @@ __all__ = [
     "Tier",
     "admit",
     "forget",
+    "kept_hot",
     "note",
     "paused_collector",
     "render_cache_bytes",
@@ -57,6 +58,9 @@ R = TypeVar("R")
 
 class Holder(Protocol):
     """Something that keeps cached renders by branch key (the compiler)."""
+
+    on_release: Callable[[str], None]
+    """Told after the bound dropped or compacted branch ``key``'s hot render."""
 
     def drop_render(self, key: str) -> None: ...
 
@@ -154,6 +158,14 @@ def note(holder: Holder, key: str, size: int, *, repeat: bool) -> None:
     _act(victims)
 
 
+def kept_hot(owner: int, key: str) -> bool:
+    """Whether branch ``key`` of the holder whose ``id`` is ``owner`` is counted hot now (not
+    compact, not dropped; by ``id``: the caller keeps no reference to the holder)."""
+    with PROCESS.renders.lock:
+        entry = PROCESS.renders.entries.get((owner, key))
+        return entry is not None and entry.tier == "hot"
+
+
 def forget(holder: Holder, key: str) -> None:
     """``holder`` dropped branch ``key``'s render itself."""
     with PROCESS.renders.lock:
@@ -220,8 +232,10 @@ def _act(victims: Victims) -> None:
             continue
         if tier == "hot":
             holder.drop_render(key)
+            holder.on_release(key)
         elif (ref, key) not in dropped:
             size = holder.compact_render(key)
+            holder.on_release(key)
             with PROCESS.renders.lock:
                 entry = PROCESS.renders.entries.get((id(holder), key))
                 if entry is not None and entry.tier == "compact":

@@ -8,7 +8,7 @@ the window's stored messages and encoded blocks while the change serial and line
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -42,6 +42,7 @@ class WindowRenderer(SnapshotKeeper):
     """Renders from the store (a base class: ``Compiler`` is one)."""
 
     _stamps: StampCache
+    on_release: Callable[[str], None]
 
     def drop_render(self, key: str) -> None:  # the per-process bound's ``Holder``
         raise NotImplementedError
