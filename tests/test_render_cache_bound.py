@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import PROBE_HEAD
 
 import context_manager
 from context_manager import Compact, ContextManager, Passthrough, Store
 from context_manager.simulator import Simulator
-from tests.helpers import PROBE_HEAD
 
 LIMIT = 2 * 1024 * 1024
 PER_MANAGER = 64 * 1024
