@@ -45,7 +45,7 @@ with tempfile.TemporaryDirectory() as scratch:
                 messages=messages,
             ) as stream:
                 reply = stream.get_final_message()
-            print(stream.get_final_text())
+                print(stream.get_final_text())
             messages.append({"role": "assistant", "content": reply.content})
     for line in report(app.state.gateway.agents, "ada"):
         print(line)
