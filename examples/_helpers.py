@@ -46,7 +46,9 @@ def report(agents: ManagedAgents, name: str) -> list[str]:
     ``tools`` changes appended (none rewrote the head), and what reasoning was lost."""
     cm = agents.context(name)
     replies = [m for m in cm.messages() if m.role == "assistant"]
-    signed = [m for m in replies if any(isinstance(b, ThinkingBlock) for b in m.content)]
+    signed = [
+        m for m in replies if any(isinstance(b, ThinkingBlock) and b.signature for b in m.content)
+    ]
     notices = cm.messages(kind=REASONING_LOSS_KIND)
     told = [b.text for m in notices for b in m.content if isinstance(b, TextBlock)]
     lost = [*told, *agents.waiting(name)]
