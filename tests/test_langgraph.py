@@ -426,3 +426,40 @@ async def test_the_async_upkeep_methods_do_what_the_sync_ones_do(store: Store) -
     await saver.adelete_for_runs(["r0"])
     assert checkpoint_ids(saver, "ada") == ["00000001"]
     assert checkpoint_ids(saver, "bob") == ["00000001"]
+
+
+class FailingAppends:
+    """A real store whose ``append`` fails from the ``after``-th call on (``armed`` set)."""
+
+    def __init__(self, inner: Store, after: int) -> None:
+        self._inner = inner
+        self._after = after
+        self.armed = False
+
+    def append(self, *args: Any, **kwargs: Any) -> Any:
+        if self.armed:
+            self._after -= 1
+            if self._after <= 0:
+                raise OSError("disk full")
+        return self._inner.append(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def test_a_prune_that_fails_midway_leaves_the_thread_as_it_was(store: Store) -> None:
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    failing = FailingAppends(store, after=2)
+    saver = TranscriptCheckpointer(failing)  # type: ignore[arg-type]
+    config: Any = {"configurable": {"thread_id": "ada", "checkpoint_ns": ""}}
+    for step in range(3):
+        checkpoint = {**empty_checkpoint(), "id": f"0000000{step}"}
+        config = saver.put(config, checkpoint, {"step": step}, {})  # type: ignore[arg-type]
+        saver.put_writes(config, [("a", step)], task_id=f"t{step}")
+    before = checkpoint_ids(saver, "ada")
+    failing.armed = True
+    with pytest.raises(OSError, match="disk full"):
+        saver.prune(["ada"])
+    assert checkpoint_ids(saver, "ada") == before
+    assert checkpoint_ids(TranscriptCheckpointer(store), "ada") == before  # after a restart
