@@ -36,7 +36,7 @@ with tempfile.TemporaryDirectory() as scratch:
     app = gateway_app(store)  # `context-manager gateway --db agents.db`, in-process
     with serve(app) as url:
         llm = ChatAnthropic(
-            model_name="claude-opus-5-5",
+            model="claude-opus-5-5",
             base_url=url,
             api_key="your key (sent upstream as is)",
             max_tokens=1024,

@@ -43,7 +43,7 @@ def read_log() -> str:
 def build(url: str, checkpointer: TranscriptCheckpointer) -> Any:
     """The agent: the model node, LangGraph's tool node, and its condition between them."""
     llm = ChatAnthropic(
-        model_name="claude-opus-5-5",
+        model="claude-opus-5-5",
         base_url=url,
         api_key="your key (sent upstream as is)",
         max_tokens=1024,
