@@ -16,8 +16,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import uvicorn
-
 from context_manager import REASONING_LOSS_KIND, TextBlock, ThinkingBlock
 from context_manager.adapters import ManagedAgents
 
@@ -25,6 +23,8 @@ from context_manager.adapters import ManagedAgents
 @contextmanager
 def serve(app: Any) -> Iterator[str]:
     """Serve ``app`` on ``127.0.0.1`` (a port the system picks) until the block ends; its URL."""
+    import uvicorn  # the gateway extra; the managed client's examples need none of it
+
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
