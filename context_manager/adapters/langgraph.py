@@ -246,9 +246,9 @@ class TranscriptCheckpointer(BaseCheckpointSaver[str]):
             reply_id = item.get("reply")
             if reply_id is not None:
                 namespace = str(item.get("agent") or self.agent(thread_id))
-                cm = contexts.get(namespace) or contexts.setdefault(
-                    namespace, self._context(namespace)
-                )
+                cm = contexts.get(namespace)
+                if cm is None:
+                    cm = contexts[namespace] = self._context(namespace)
                 try:
                     recorded = cm.get_message(str(reply_id))
                 except MessageNotFound:
