@@ -451,7 +451,7 @@ def test_a_prune_that_fails_midway_leaves_the_thread_as_it_was(store: Store) -> 
     from langgraph.checkpoint.base import empty_checkpoint
 
     failing = FailingAppends(store, after=2)
-    saver = TranscriptCheckpointer(failing)  # type: ignore[arg-type]
+    saver = TranscriptCheckpointer(failing)
     config: Any = {"configurable": {"thread_id": "ada", "checkpoint_ns": ""}}
     for step in range(3):
         checkpoint = {**empty_checkpoint(), "id": f"0000000{step}"}
