@@ -25,9 +25,9 @@ from helpers import (
     thinking_signatures,
 )
 
-from context_manager import Compact, ContextManager, Fold, Head, SQLiteStore, Store
+from context_manager import Compact, ContextManager, Fold, Head, SQLiteStore, Store, ThinkingBlock
 from context_manager.runtime import Agent
-from context_manager.simulator import Simulator
+from context_manager.simulator import PREFIX_MISMATCH, Simulator
 
 LONG = LONG_TURN
 TRIGGER = 300
@@ -77,6 +77,27 @@ async def test_a_resident_agent_compacts_at_a_turn_end_and_sends_the_block_first
     assert len(thinking_signatures(sent)) == 1
     assert block.metadata.extra["covers_upto"] < kept.sequence
     assert invalid_calls(sim) == []
+
+
+async def test_a_drop_of_the_kept_reply_sent_beside_the_block_is_placed_on_that_reply(
+    store: Store,
+) -> None:
+    """The kept reply shares the block's assistant message (rule 24): a prefix drop of its
+    thinking there is placed on it and released, so no later request sends it again (its
+    place in the merged message was once counted twice, and the drop went unplaced)."""
+    sim = Simulator(script=calling_script("probe"))
+    ada = await agent_past_the_trigger(sim, store)
+    kept = ada.context.messages()[-2]
+    sim.force_drop(paths=["messages.0.content.1"], reason=PREFIX_MISMATCH)
+
+    await ada.run_turn("And what now?")
+    await ada.run_turn("Anything else?")
+
+    dropped = sim.calls[-2]
+    assert [c.path for c in dropped.dropped] == [(0, 1)]
+    [signature] = [b.signature for b in kept.content if isinstance(b, ThinkingBlock)]
+    assert dropped.request["messages"][0]["content"][1]["signature"] == signature
+    assert signature not in thinking_signatures(sim.calls[-1].request)
 
 
 async def test_the_compaction_request_is_the_last_request_sent_with_the_compaction_field(

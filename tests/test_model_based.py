@@ -5,8 +5,10 @@ settings, folds, sets a window (shedding the oldest thinking first, or only jump
 earlier messages, forks, branches at an earlier reply (``branch_at``, after folds and drops),
 switches and deletes branches, releases reasoning, drops its kept renders (a compile then restores
 the stored render snapshot, and must send what a render from the stored messages sends), and makes
-the simulator drop chosen blocks (each reason), and turns server-side context editing on or off
-(``ContextEditing``: the simulator clears old tool results in its own copy, issue #30). Each
+the simulator drop chosen blocks (each reason), turns server-side context editing on or off
+(``ContextEditing``: the simulator clears old tool results in its own copy, issue #30), and
+compacts on the server (``cm.compact_async``, issue #29: the block goes first and the kept
+replies after it keep their thinking). Each
 example draws a model check: the documented
 table (the library's ``documented_readability`` against the simulator's own) or a random
 readability table given to both (``ThinkingBinding(reads=...)``, ``Simulator(readability=...)``).
@@ -66,6 +68,7 @@ from postgres_server import Server, drop_schema, fresh_schema
 from context_manager import (
     REASONING_LOSS_KIND,
     ClearToolUses,
+    Compact,
     CompileResult,
     ContextEditing,
     ContextManager,
@@ -91,6 +94,7 @@ from context_manager import (
 from context_manager._model._head import HEAD_COMPONENTS
 from context_manager.runtime import Agent, RetryPolicy, Runtime, ToolFunction
 from context_manager.simulator import (
+    COMPACTION_MODELS,
     DROP_REASONS,
     MODEL_MISMATCH,
     PREFIX_MISMATCH,
@@ -841,6 +845,23 @@ class ReliabilityMachine(RuleBasedStateMachine):
         self.editing = self.cm.editing = EDITINGS[k]
         self._turn(then)
 
+    @precondition(lambda self: not self.fold_armed)
+    @rule(then=THEN)
+    def compact(self, then: TurnSpec | None) -> None:
+        """A foreground server compaction now (``Compact``, issue #29): it repeats the last
+        request sent (rule 25), so it is asked only when that request's model can compact."""
+        calls = self.sim.calls
+        if not calls or calls[-1].request.get("model") not in COMPACTION_MODELS:
+            return
+        STATS["rule:compact"] += 1
+        self.cm.strategy = Compact(1, fallback=self.base)
+        try:
+            stored = self._run(self.cm.compact_async(self.client))
+        finally:
+            self.cm.strategy = self.base
+        STATS[f"compacted:{stored is not None}"] += 1
+        self._turn(then)
+
     @rule(arg=st.integers(0, 10_000), then=THEN)
     def release(self, arg: int, then: TurnSpec | None) -> None:
         STATS["rule:release"] += 1
@@ -990,9 +1011,11 @@ class ReliabilityMachine(RuleBasedStateMachine):
             branch.told.update(ids)
 
     def _check_editing(self, call: Any) -> None:
-        """Every request carries the context's edits while they are on, and none otherwise."""
+        """Every request carries the context's edits while they are on (but one that carries
+        a compaction block: rule 23), and none otherwise."""
         editing = self.cm.editing
-        if editing is None:
+        first = _content(call.request["messages"][0])
+        if editing is None or (first and first[0].get("type") == "compaction"):
             assert "context_management" not in call.request
             return
         assert call.request["context_management"] == editing.to_wire()
@@ -1028,8 +1051,8 @@ class ReliabilityMachine(RuleBasedStateMachine):
                     for j in source.signatures
                     if f"messages.{i}.content.{j}" in result.unreadable
                 )
-        summaries = [m for m in visible if m.metadata.kind == "summary"]
-        covered = int(summaries[-1].metadata.extra["covers_upto"]) if summaries else -1
+        summaries = [m for m in visible if m.metadata.kind in ("summary", "compaction")]
+        covered = max((int(m.metadata.extra["covers_upto"]) for m in summaries), default=-1)
         by_id = {m.id: m for m in visible}
         first = min(
             (
@@ -1043,8 +1066,8 @@ class ReliabilityMachine(RuleBasedStateMachine):
             (i, j)
             for i, message in enumerate(request["messages"])
             for j, block in enumerate(_content(message))
-            if _signature(block) is not None
-        ]
+            if block.get("type") != "compaction" and _signature(block) is not None
+        ]  # thinking sent (a compaction block is signed too, but no thinking)
         sheds = isinstance(strategy, Window) and strategy.shed_thinking
         began = max(  # the open round's turn began at its user message (issue 28 item 3)
             (
@@ -1161,6 +1184,9 @@ class ReliabilityMachine(RuleBasedStateMachine):
                 self._restore_before(payload[0])
                 self._on_strip(*payload)
             elif kind == "call":
+                while "compaction" in calls[self.calls_seen].request:  # the host's compact
+                    assert "context_management" not in calls[self.calls_seen].request
+                    self.calls_seen += 1
                 call = calls[self.calls_seen]
                 self.calls_seen += 1
                 result, visible, turn, strategy = payload
@@ -1173,6 +1199,9 @@ class ReliabilityMachine(RuleBasedStateMachine):
                 key, reply_id, from_block, sequence = payload
                 found = self.branches[key].host_released.setdefault(reply_id, [])
                 found.append((from_block, sequence))
+        while self.calls_seen < len(calls) and "compaction" in calls[self.calls_seen].request:
+            assert "context_management" not in calls[self.calls_seen].request
+            self.calls_seen += 1
         assert self.calls_seen == len(calls), "a call reached the simulator but not the runtime"
 
     @invariant()

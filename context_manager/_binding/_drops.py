@@ -16,7 +16,7 @@ from context_manager._model._content import Block, is_thinking, to_blocks
 from context_manager._model._errors import InvalidType
 from context_manager._model._log import library_logger
 from context_manager._model._messages import MessageId, StoredMessage
-from context_manager._model._results import ProvenanceEntry
+from context_manager._model._results import ProvenanceEntry, Source
 
 log = library_logger("context_manager.drops")
 
@@ -273,7 +273,7 @@ def place_thinking_drops(
                 RoundDrop(k, j, drop.reason, drop.path, content, message_id=message_id)
             )
             continue
-        source = provenance[i].single_source
+        source = _source_of(provenance[i], j)
         if source is None:
             unplaced.append(UnplacedDrop(drop.path, drop.reason, WHY_NO_SINGLE_SOURCE))
             continue
@@ -288,6 +288,17 @@ def place_thinking_drops(
                 if other != source.message_id:
                     replies.append(ReplyDrop(other, None, drop.reason, drop.path))
     return PlacedDrops(tuple(replies), tuple(placed_rounds), tuple(unplaced))
+
+
+def _source_of(entry: ProvenanceEntry, j: int) -> Source | None:
+    """The stored message behind block ``j`` of a compiled message: its single source, or, in
+    a message several were rendered into (a compaction block and the kept reply it opens, rule
+    24), the one source whose thinking sits at ``j``; ``None`` when that is not one message."""
+    single = entry.single_source
+    if single is not None:
+        return single
+    holding = [s for s in entry.sources if j in s.signatures]
+    return holding[0] if len(holding) == 1 else None
 
 
 def allowed_paths(response: object, kind: str = ALLOWED_TYPE) -> tuple[str, ...]:

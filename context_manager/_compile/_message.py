@@ -308,6 +308,15 @@ class _Message:
         if self.legacy is not None:
             self.legacy = feed_tagged(self.legacy, self.tag, canonical)
 
+    def _source(self) -> Source:
+        """The message's source with its indexes relative to its own first block (``_attach``
+        shifts them past the blocks of a message it merges into)."""
+        shift = self.offset
+        if not shift:
+            return Source(self.message.id, self.mapping, self.signatures)
+        blocks = {j - shift: b for j, b in self.mapping.items()}
+        return Source(self.message.id, blocks, {j - shift: s for j, s in self.signatures.items()})
+
     def finish(self) -> int:
         """Attach what was kept and record the message's span; the bytes newly encoded."""
         state, ctx, role, kept = self.state, self.ctx, self.role, self.kept
@@ -332,7 +341,7 @@ class _Message:
             state.legacy_chain = self.legacy
             state.last_kept = self.last_kept
             kind: ProvenanceKind = "notice" if self.notice else "message"
-            source = Source(self.message.id, self.mapping, self.signatures)
+            source = self._source()
             _attach(state, ctx, role, kept, kind, source, self.merging, tokens)
         state.spans.append(Span(self.message.sequence, tokens, self.clean))
         return self.encoded if ctx.pieces is not None else 0
