@@ -216,8 +216,10 @@ def test_a_compact_render_extended_by_new_messages_sends_what_a_fresh_manager_se
     cm = ContextManager.open(store, namespace="ada", binding=BINDING, strategy=Window(400))
     _grow(cm, 30)
     cm.compile(HEAD)
-    set_render_cache_limit(render_cache_limit(), hot_bytes=0)
-    _grow(cm, 3, start=30)  # each compile restores the compact render, then it is compacted
+    for n in range(30, 33):  # each compile restores the compact render, then it is compacted
+        set_render_cache_limit(render_cache_limit(), hot_bytes=0)
+        assert cm._compiler.held()["states"] == 1
+        _grow(cm, 1, start=n)
     cm.add_message("user", "one more question")
 
     extended = cm.compile(HEAD, dry_run=True)

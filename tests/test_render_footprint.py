@@ -24,11 +24,13 @@ from context_manager import (
     Head,
     Store,
     ThinkingBinding,
+    Window,
     render_cache_bytes,
     render_cache_limit,
     set_render_cache_limit,
 )
 from context_manager._compile._footprint import FOOTPRINT_FACTOR
+from context_manager._compile._render import RenderState
 
 HEAD = Head(
     model="claude-opus-5-5",
@@ -142,3 +144,36 @@ def test_a_render_its_snapshot_backs_is_dropped_when_released_and_its_next_compi
     assert again == sent
     assert any(e["event"] == "render_snapshot_restored" for e in logs)
     assert render_cache_bytes() <= held
+
+
+def test_a_compacted_render_keeps_the_releases_its_record_forgot_and_gives_them_back(
+    store: Store,
+) -> None:
+    # the record forgets the window when the render is released; the compact render carries
+    # its releases, so a later pass of the restoring compile (a shed copies them) sees them all
+    cm = ContextManager.open(store, namespace="ada", binding=BINDING, strategy=Window(400))
+    for n in range(30):
+        cm.add_message("user", f"question {n}")
+        reply = [
+            {"type": "thinking", "thinking": f"thought {n}", "signature": f"s{n}"},
+            {"type": "text", "text": f"answer {n}"},
+        ]
+        cm.record_reply(reply, cm.compile(HEAD))
+    sent = _request(cm)
+    record = cm._compiler.record_for(cm.current_branch_key())
+    learnt = dict(record.releases)
+    assert learnt  # the window jumps released thinking
+
+    with snapshots_off():  # no snapshot backs it: compacted, not dropped
+        set_render_cache_limit(render_cache_limit(), hot_bytes=0)
+        assert cm._compiler.record_for(cm.current_branch_key()).releases == {}
+        again = _request(cm)
+
+    assert again == sent
+    key = cm.current_branch_key()
+    kept = cm._compiler.cache(key).render
+    assert kept is not None
+    met = kept[1].sequences if isinstance(kept[1], RenderState) else {}
+    window = {mid: release for mid, release in learnt.items() if mid in met}
+    assert window  # some released replies are still in the window
+    assert cm._compiler.record_for(key).releases == window

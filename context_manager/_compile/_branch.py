@@ -37,9 +37,11 @@ class BindingRecord:
 
     def forget_window(self) -> None:
         """Forget the releases learnt for a window no longer kept hot (re-read on demand: every
-        render reads those of the messages it meets that it has not looked up)."""
-        self.releases.clear()
-        self.looked_up.clear()
+        render reads those of the messages it meets that it has not looked up). New
+        containers, not cleared ones: a compile running meanwhile in another thread keeps
+        judging by those it holds."""
+        self.releases = {}
+        self.looked_up = set()
 
     def _check(self) -> None:
         for message_id, release in self.releases.items():

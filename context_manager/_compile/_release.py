@@ -37,8 +37,7 @@ class RenderReleaser(SnapshotKeeper):
         cache = self._caches.get(key)
         if cache is not None:
             cache.drop_render()
-            if cache.record is not None:
-                cache.record.forget_window()
+            _forget_window(cache.record)
             if cache.empty():
                 del self._caches[key]
         self._release_unused()
@@ -58,22 +57,26 @@ class RenderReleaser(SnapshotKeeper):
         if cache is None or entry is None:
             self._release_unused()
             return None
-        if isinstance(entry[1], CompactRender):
+        if isinstance(entry[1], CompactRender):  # restored by a dry run: kept compact
+            _forget_window(cache.record)
             return entry[1].nbytes
-        if self.snapshot_backs(cache, entry[1]):
-            self.drop_render(key)
-            return None
         try:
-            compact = CompactRender.of(entry[1], _window_releases(cache.record, entry[1]))
+            backed = self.snapshot_backs(cache, entry[1])
+            compact = (
+                None
+                if backed
+                else CompactRender.of(entry[1], _window_releases(cache.record, entry[1]))
+            )
         except Exception as err:  # e.g. its own compile, in another thread, is extending it
             # this runs inside another branch's compile: never fail it, drop the render instead
             log.info("render_not_compacted", branch=key, error=repr(err))
+            compact = None
+        if compact is None:
             self.drop_render(key)
             return None
         if cache.render is entry:  # not compiled meanwhile (another thread)
             cache.render = (entry[0], compact)
-            if cache.record is not None:
-                cache.record.forget_window()
+            _forget_window(cache.record)
         self._release_unused()
         return compact.nbytes
 
@@ -84,6 +87,11 @@ class RenderReleaser(SnapshotKeeper):
             for c in self._caches.values()
         ):
             self._stamps.clear_shared()
+
+
+def _forget_window(record: BindingRecord | None) -> None:
+    if record is not None:
+        record.forget_window()
 
 
 def _window_releases(
