@@ -9,7 +9,8 @@ render is kept in one of two forms:
   against ``hot_bytes``: the newest (the branch whose render was last built from the store),
   the former newest ones not compiled since (deferred) and the branches compiled again while
   cached. Over ``hot_bytes``, the deferred ones are released first, then the least recently
-  compiled of the others; never the newest, nor the branch whose compile is being counted.
+  compiled of the hot tier, then the newest; never the branch whose compile is being counted
+  (it stays hot whatever its size, until another compile needs room).
 - **compact**: one compressed ``bytes`` object per branch, counted exactly; its next compile
   restores it in milliseconds.
 
@@ -90,7 +91,7 @@ def set_render_cache_limit(limit_bytes: int, *, hot_bytes: int | None = None) ->
     Both count what a render costs in memory (estimated: about five times its request's wire
     bytes while hot, its compressed bytes while compact). ``hot_bytes`` bounds the part kept
     as Python objects, ready for a steady compile (default: a quarter of ``limit_bytes``; the
-    newest render stays hot whatever its size); past it, the least recently compiled branches
+    render just compiled stays hot whatever its size); past it, the least recently compiled branches
     are kept compact (compressed bytes, restored at their next compile) or dropped when their
     own store holds their snapshot. Over ``limit_bytes``, the least recently compiled
     branches' renders are dropped at once.
@@ -220,11 +221,16 @@ def _remove(at: Key) -> _Entry | None:
 
 def _coldest(keep: Key | None) -> Key | None:
     """The hot render to release first: the oldest deferred one, then the least recently
-    compiled of the hot tier; never ``keep`` (call with the lock held)."""
+    compiled of the hot tier, then the newest (not compiled since it was built); never
+    ``keep`` (call with the lock held)."""
     for tier in (PROCESS.renders.deferred, PROCESS.renders.hot):
         for at in tier:
             if at != keep:
                 return at
+    newest = PROCESS.renders.newest
+    entry = PROCESS.renders.entries.get(newest) if newest is not None else None
+    if newest != keep and entry is not None and entry.tier == "hot":
+        return newest
     return None
 
 

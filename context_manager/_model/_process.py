@@ -25,7 +25,8 @@ compressed bytes."""
 
 DEFAULT_HOT_SHARE = 4
 """By default a quarter of the bound may be hot (16 MiB of Python objects: about three windows
-of 2,400 messages, 0.9 MB on the wire each; the newest stays hot whatever its size)."""
+of 2,400 messages, 0.9 MB on the wire each; the render just compiled stays hot whatever its
+size)."""
 
 Tier = Literal["hot", "compact"]
 
