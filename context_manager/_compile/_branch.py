@@ -35,6 +35,14 @@ class BindingRecord:
     looked_up: set[MessageId] = attrs.field(factory=set)
     anchored_head: AnchoredHead | None = None
 
+    def forget_window(self) -> None:
+        """Forget the releases learnt for a window no longer kept hot (re-read on demand: every
+        render reads those of the messages it meets that it has not looked up). New
+        containers, not cleared ones: a compile running meanwhile in another thread keeps
+        judging by those it holds."""
+        self.releases = {}
+        self.looked_up = set()
+
     def _check(self) -> None:
         for message_id, release in self.releases.items():
             assert release.message_id == message_id
@@ -114,7 +122,11 @@ class BranchCache:
     render: tuple[CacheKey, RenderState | CompactRender] | None = None
     """The cached render, hot or compact (``_resident`` decides which)."""
     size: int | None = None
-    """The hot render's bytes, as last counted."""
+    """The hot render's encoded bytes, as last counted (``_footprint`` adds its objects)."""
+    snapshot: tuple[int, int, int] | None = None
+    """``(binding serial, change serial, last sequence)`` of the snapshot saved or restored
+    for the kept render, in the manager's own store: while both serials hold, dropping the
+    render costs its next compile one snapshot read, no render from the store."""
     record: BindingRecord | None = None
     steady: Steady | None = None
     window: WindowMemo | None = None
@@ -124,7 +136,7 @@ class BranchCache:
 
     def drop_render(self) -> None:
         """Forget the render and what only it needs (the record stays)."""
-        self.render = self.size = self.window = self.steady = None
+        self.render = self.size = self.window = self.steady = self.snapshot = None
 
     def empty(self) -> bool:
         return self.render is None and self.record is None and self.window is None

@@ -54,9 +54,9 @@ from ._branch import (
 )
 from ._cold import READ_CHUNK
 from ._commit import commit
-from ._compact import CompactRender
 from ._diagnostics import diagnose, log_verdict, reply_extra
 from ._fold import SUMMARY_KIND, FoldRequest, kept_thinking, plan_fold
+from ._footprint import hot_render_bytes
 from ._host import CompileHost
 from ._inflight import INFLIGHT_CAUSES, Restored, restore_inflight
 from ._observe import log_observed, observe_reply
@@ -185,44 +185,6 @@ class Compiler(WindowRenderer):
             "stamps": len(self._stamps),
         }
 
-    def drop_render(self, key: str) -> None:
-        """Drop branch ``key``'s cached render (the per-process bound evicted it); its next
-        compile re-renders the window from the store."""
-        cache = self._caches.get(key)
-        if cache is not None:
-            cache.drop_render()
-            if cache.empty():
-                del self._caches[key]
-        self._release_unused()
-
-    def compact_render(self, key: str) -> int | None:
-        """Keep branch ``key``'s render compact (``_resident`` pushed it out of the hot tier):
-        its Python objects and the window's stored messages are freed; its next compile
-        restores the render. Writes nothing (no snapshot: only the branch's own compile saves
-        one). Returns the compact size (``None``: nothing was kept)."""
-        cache = self._caches.get(key)
-        entry = cache.render if cache is not None else None
-        if cache is not None:
-            cache.window = None
-        if cache is None or entry is None:
-            self._release_unused()
-            return None
-        if isinstance(entry[1], CompactRender):
-            return entry[1].nbytes
-        try:
-            compact = CompactRender.of(entry[1], self._stored_releases(key, entry[1]))
-        except Exception as err:  # e.g. its own compile, in another thread, is extending it
-            # this runs inside another branch's compile: never fail it, drop the render instead
-            log.info("render_not_compacted", branch=key, error=repr(err))
-            self.drop_render(key)
-            return None
-        if cache.render is entry:  # not compiled meanwhile (another thread)
-            # in memory only: this runs inside whichever compile pushed it out (another
-            # manager's, maybe on another store), and a compile writes only to its own store
-            cache.render = (entry[0], compact)
-        self._release_unused()
-        return compact.nbytes
-
     def skips_a_change(
         self, key: str, lineage: Lineage, anchor: AnchoredHead | None, start: int
     ) -> bool:
@@ -249,14 +211,6 @@ class Compiler(WindowRenderer):
         )
         cache.skips = (asked, found)
         return found
-
-    def _release_unused(self) -> None:
-        """No hot render is kept: neither are the stamps it judged by (re-read on demand)."""
-        if not any(
-            c.render is not None and isinstance(c.render[1], RenderState)
-            for c in self._caches.values()
-        ):
-            self._stamps.clear_shared()
 
     def invalidate(self, key: str) -> None:
         """Re-read branch ``key``'s binding record and re-render it at the next compile."""
@@ -503,12 +457,18 @@ class Compiler(WindowRenderer):
         return self._unedited[1]
 
     def note_size(self, key: str, repeat: bool) -> None:
-        """Tell the per-process bound the branch's render size (``_resident``)."""
+        """Tell the per-process bound what the branch's render costs (``_resident``; the
+        estimate is ``_footprint``'s, O(1))."""
         cache = self.cache(key)
-        if cache.window is not None:
-            cache.size = cache.window.nbytes
+        memo = cache.window
+        if memo is not None:
+            cache.size = memo.nbytes
         if cache.size is not None:
-            _resident.note(self, key, cache.size, repeat=repeat)
+            state = cache.render[1] if cache.render is not None else None
+            rendered = len(state.messages) if isinstance(state, RenderState) else 0
+            stored = len(memo.messages) if memo is not None else 0
+            size = hot_render_bytes(cache.size, rendered, stored)
+            _resident.note(self, key, size, repeat=repeat)
 
     def inflight(self, run: Run, state: RenderState) -> Restored | None:
         """The open round's reply as recorded, when the rules would alter it (SPEC 7); read

@@ -4,19 +4,27 @@ A host keeps many resident agents in one process; each compiled branch keeps its
 render is kept in one of two forms:
 
 - **hot**: the request's messages as Python dicts (and the encoded blocks of the window), what a
-  steady compile extends in microseconds. Hot are the branch whose render was last built from
-  the store (the newest), the former newest ones not compiled since (deferred: compacted only
-  when the bound needs room, so a wake never compacts another agent's render otherwise) and,
-  least recently compiled first, the branches compiled again while cached, up to ``hot_bytes``
-  of rendered bytes.
-- **compact**: one compressed ``bytes`` object per branch; a branch pushed out of the hot tier is
-  compacted (its Python objects freed), and its next compile restores it in milliseconds.
+  steady compile extends in microseconds, counted at its estimated memory (``_footprint``:
+  about five times its wire bytes, not its encoded bytes alone). Every hot render counts
+  against ``hot_bytes``: the newest (the branch whose render was last built from the store),
+  the former newest ones not compiled since (deferred) and the branches compiled again while
+  cached. Over ``hot_bytes``, the deferred ones are released first, then the least recently
+  compiled of the hot tier, then the newest; never the branch whose compile is being counted
+  (it stays hot whatever its size, until another compile needs room).
+- **compact**: one compressed ``bytes`` object per branch, counted exactly; its next compile
+  restores it in milliseconds.
 
-Over ``limit_bytes`` (hot and compact sizes together), the least recently compiled branch's
-render is dropped; its next compile re-renders it from the store. Process-global, guarded by a
-lock; the holders' own work (compacting, dropping) runs outside it. The state itself lives in
+Releasing a hot render is the holder's choice (``Holder.compact_render``): a render its own
+store's snapshot still backs is dropped (freeing costs no pickling: its next compile restores
+the snapshot), any other is compacted. Either way it runs only when the bound needs room, at
+the end of the compile that made it need room (after its request is built), never on a wake
+under a roomy bound. Over ``limit_bytes`` (hot and compact sizes together), the deferred
+renders are released first, then the least recently compiled branch's render is dropped; its
+next compile re-renders it from the store. The bound holds at any limit, one render over it
+included (that render is dropped after its compile). Process-global, guarded by a lock; the
+holders' own work (compacting, dropping) runs outside it. The state itself lives in
 ``_model._process.PROCESS.renders`` (the one home of per-process state); this module holds the
-rules. Compacting is in memory only: nothing here writes to any store.
+rules. Nothing here writes to any store, and a holder's release writes to none either.
 """
 
 from __future__ import annotations
@@ -65,7 +73,8 @@ class Holder(Protocol):
     def drop_render(self, key: str) -> None: ...
 
     def compact_render(self, key: str) -> int | None:
-        """Keep ``key``'s render compact; its compact size (``None``: nothing is kept)."""
+        """Release ``key``'s hot render: keep it compact, or drop it (a snapshot in the
+        holder's own store backs it); its compact size (``None``: nothing is kept)."""
 
 
 Key = RenderKey
@@ -79,10 +88,13 @@ Victims = list[tuple[weakref.ref[Holder], str, Tier]]
 def set_render_cache_limit(limit_bytes: int, *, hot_bytes: int | None = None) -> None:
     """Bound the bytes of cached renders kept in this process (0: keep none).
 
-    ``hot_bytes`` bounds the part kept as Python objects, ready for a steady compile (default:
-    a quarter of ``limit_bytes``); past it, the least recently compiled branches are kept
-    compact (compressed bytes, restored at their next compile). Over ``limit_bytes``, the least
-    recently compiled branches' renders are dropped at once.
+    Both count what a render costs in memory (estimated: about five times its request's wire
+    bytes while hot, its compressed bytes while compact). ``hot_bytes`` bounds the part kept
+    as Python objects, ready for a steady compile (default: a quarter of ``limit_bytes``; the
+    render just compiled stays hot whatever its size); past it, the least recently compiled branches
+    are kept compact (compressed bytes, restored at their next compile) or dropped when their
+    own store holds their snapshot. Over ``limit_bytes``, the least recently compiled
+    branches' renders are dropped at once.
 
     Raises:
         ValueError: ``limit_bytes`` or ``hot_bytes`` is negative.
@@ -116,25 +128,28 @@ def render_cache_bytes() -> int:
 def admit(holder: Holder, key: str) -> None:
     """``holder`` is about to build branch ``key``'s render from the store: it becomes the
     newest, and the previous newest, unless compiled again since (hot tier), is deferred: kept
-    hot and counted, compacted only when the bound needs room (never here, on the wake path of
-    another agent)."""
-    at = (id(holder), key)
+    hot and counted, released first when the bound needs room (never here)."""
     with PROCESS.renders.lock:
         _sweep()
-        previous, PROCESS.renders.newest = PROCESS.renders.newest, at
-        entry = PROCESS.renders.entries.get(previous) if previous is not None else None
-        fresh = previous != at and previous not in PROCESS.renders.hot
-        if entry is not None and entry.tier == "hot" and fresh and previous is not None:
-            PROCESS.renders.deferred[previous] = None
+        _become_newest((id(holder), key))
+
+
+def _become_newest(at: Key) -> None:
+    """``at`` is the newest; the previous newest is deferred (call with the lock held)."""
+    previous, PROCESS.renders.newest = PROCESS.renders.newest, at
+    entry = PROCESS.renders.entries.get(previous) if previous is not None else None
+    fresh = previous != at and previous not in PROCESS.renders.hot
+    if entry is not None and entry.tier == "hot" and fresh and previous is not None:
+        PROCESS.renders.deferred[previous] = None
 
 
 def note(holder: Holder, key: str, size: int, *, repeat: bool) -> None:
     """``holder`` just compiled branch ``key`` and keeps ``size`` bytes for it, hot.
 
     ``repeat``: the branch was cached (hot or compact) before this compile; it joins the hot
-    tier (otherwise it was built from the store, after ``admit``). Branches pushed out of the
-    hot tier are compacted; over the bound, the least recently compiled are dropped (possibly
-    this one, when it alone is over).
+    tier (otherwise it was built from the store, after ``admit``). Over ``hot_bytes``, other
+    hot renders are released; over the bound, the least recently compiled are dropped
+    (possibly this one, when it alone is over).
     """
     owner = id(holder)
     at = (owner, key)
@@ -144,18 +159,16 @@ def note(holder: Holder, key: str, size: int, *, repeat: bool) -> None:
             PROCESS.renders.watched.add(owner)
             weakref.finalize(holder, _gone, owner)
         _unhot(at)
-        old = PROCESS.renders.entries.pop(at, None)
-        if old is not None:
-            PROCESS.renders.total -= old.size
+        _uncount(PROCESS.renders.entries.pop(at, None))
         PROCESS.renders.entries[at] = _Entry(weakref.ref(holder), size, "hot")
         PROCESS.renders.total += size
+        PROCESS.renders.hot_total += size
         if repeat:
             PROCESS.renders.hot[at] = None
-            PROCESS.renders.hot_total += size
         elif PROCESS.renders.newest != at:  # built without ``admit``: the newest all the same
-            PROCESS.renders.newest = at
-        victims = _evict()
-    _act(victims)
+            _become_newest(at)
+        victims = _evict(at)
+    _act(victims, at)
 
 
 def kept_hot(owner: int, key: str) -> bool:
@@ -175,11 +188,26 @@ def forget(holder: Holder, key: str) -> None:
 def _unhot(at: Key) -> None:
     """Take ``at`` out of the hot tier and the deferred ones (call with the lock held)."""
     PROCESS.renders.deferred.pop(at, None)
-    if at in PROCESS.renders.hot:
-        del PROCESS.renders.hot[at]
-        entry = PROCESS.renders.entries.get(at)
-        if entry is not None and entry.tier == "hot":
+    PROCESS.renders.hot.pop(at, None)
+
+
+def _uncount(entry: _Entry | None) -> None:
+    """Take a removed entry's size out of the totals (call with the lock held)."""
+    if entry is not None:
+        PROCESS.renders.total -= entry.size
+        if entry.tier == "hot":
             PROCESS.renders.hot_total -= entry.size
+
+
+def _to_compact(at: Key) -> Victims:
+    """Mark ``at``'s hot render for release (call with the lock held)."""
+    _unhot(at)
+    entry = PROCESS.renders.entries.get(at)
+    if entry is None or entry.tier != "hot":
+        return []
+    entry.tier = "compact"
+    PROCESS.renders.hot_total -= entry.size
+    return [(entry.ref, at[1], "compact")]
 
 
 def _remove(at: Key) -> _Entry | None:
@@ -187,23 +215,38 @@ def _remove(at: Key) -> _Entry | None:
     old = PROCESS.renders.entries.pop(at, None)
     if PROCESS.renders.newest == at:
         PROCESS.renders.newest = None
-    if old is not None:
-        PROCESS.renders.total -= old.size
+    _uncount(old)
     return old
 
 
-def _evict() -> Victims:
-    """What to compact and what to drop now (call with the lock held)."""
+def _coldest(keep: Key | None) -> Key | None:
+    """The hot render to release first: the oldest deferred one, then the least recently
+    compiled of the hot tier, then the newest (not compiled since it was built); never
+    ``keep`` (call with the lock held)."""
+    for tier in (PROCESS.renders.deferred, PROCESS.renders.hot):
+        for at in tier:
+            if at != keep:
+                return at
+    newest = PROCESS.renders.newest
+    entry = PROCESS.renders.entries.get(newest) if newest is not None else None
+    if newest != keep and entry is not None and entry.tier == "hot":
+        return newest
+    return None
+
+
+def _evict(keep: Key | None = None) -> Victims:
+    """What to release and what to drop now; ``keep``: the branch whose compile is being
+    counted, released by the hot bound never (call with the lock held)."""
     victims: Victims = []
-    while PROCESS.renders.hot and PROCESS.renders.hot_total > PROCESS.renders.hot_limit:
-        at = next(iter(PROCESS.renders.hot))
-        _unhot(at)
-        entry = PROCESS.renders.entries[at]
-        if entry.tier == "hot":
-            entry.tier = "compact"
-            victims.append((entry.ref, at[1], "compact"))
+    while PROCESS.renders.hot_total > PROCESS.renders.hot_limit:
+        at = _coldest(keep)
+        if at is None:
+            break
+        victims += _to_compact(at)
     if PROCESS.renders.total > PROCESS.renders.limit and PROCESS.renders.deferred:
-        return victims + _compact_deferred()  # ``_act`` evicts again once they are compact
+        victims += _compact_deferred()
+    if victims:
+        return victims  # ``_act`` evicts again once they are released, if still over
     while PROCESS.renders.total > PROCESS.renders.limit and PROCESS.renders.entries:
         at, entry = next(iter(PROCESS.renders.entries.items()))
         _remove(at)
@@ -212,19 +255,15 @@ def _evict() -> Victims:
 
 
 def _compact_deferred() -> Victims:
-    """The deferred renders to compact, the bound needing room (call with the lock held)."""
+    """The deferred renders to release, the bound needing room (call with the lock held)."""
     victims: Victims = []
     while PROCESS.renders.deferred:
-        at, _ = PROCESS.renders.deferred.popitem(last=False)
-        entry = PROCESS.renders.entries.get(at)
-        if entry is not None and entry.tier == "hot":
-            entry.tier = "compact"
-            victims.append((entry.ref, at[1], "compact"))
+        victims += _to_compact(next(iter(PROCESS.renders.deferred)))
     return victims
 
 
-def _act(victims: Victims) -> None:
-    """Compact or drop ``victims`` (outside the lock: it is the holders' own work)."""
+def _act(victims: Victims, keep: Key | None = None) -> None:
+    """Release or drop ``victims`` (outside the lock: it is the holders' own work)."""
     dropped = {(ref, key) for ref, key, tier in victims if tier == "hot"}
     for ref, key, tier in victims:
         holder = ref()
@@ -244,12 +283,12 @@ def _act(victims: Victims) -> None:
                     else:
                         PROCESS.renders.total += size - entry.size
                         entry.size = size
-                after = _evict() if PROCESS.renders.total > PROCESS.renders.limit else []
-            _act(after)
+                after = _evict(keep) if PROCESS.renders.total > PROCESS.renders.limit else []
+            _act(after, keep)
     with PROCESS.renders.lock:  # e.g. a deferred render whose holder is gone meanwhile
-        rest = _evict() if PROCESS.renders.total > PROCESS.renders.limit else []
+        rest = _evict(keep) if PROCESS.renders.total > PROCESS.renders.limit else []
     if rest:
-        _act(rest)
+        _act(rest, keep)
 
 
 def _gone(owner: int) -> None:

@@ -18,6 +18,7 @@ from ._branch import BindingRecord, BranchCache, CacheKey
 from ._compact import CompactRender, NotARender
 from ._host import CompileHost
 from ._render import RenderState
+from ._stage_report import SNAPSHOT_REFRESH_MESSAGES
 from ._strategies import estimate_tokens
 
 log = library_logger("context_manager.compile")
@@ -92,13 +93,11 @@ class SnapshotKeeper:
             log.warning("render_snapshot_refused", branch=key, error=str(err))
             return False
         if releases is not None:  # read when it was saved, at this binding serial
-            for release in releases:
-                if release.message_id not in record.looked_up:
-                    record.releases[release.message_id] = release
-            record.looked_up.update(state.sequences)
+            learn_releases(record, state, releases)
         cache = self.cache(key)
         cache.render = (cache_key, state)
         cache.size = compact.raw_size if cache.size is None else cache.size
+        cache.snapshot = (self._binding_serial, serial, state.last_sequence)
         return True
 
     def _save_snapshot(
@@ -130,6 +129,11 @@ class SnapshotKeeper:
                 code=_snapshot.code_digest() or "",
             )
             m.store.save_render(m.namespace, key, saved, compact.blob)
+            self.cache(key).snapshot = (
+                self._binding_serial,
+                render.change_serial,
+                render.last_sequence,
+            )
         except Exception as err:
             log.info("render_snapshot_unsaved", branch=key, error=repr(err)[:200])
 
@@ -145,6 +149,18 @@ class SnapshotKeeper:
             log.info("render_snapshot_releases_unread", branch=key, error=repr(err)[:200])
             return None
 
+    def snapshot_backs(self, cache: BranchCache, state: RenderState) -> bool:
+        """Whether the snapshot in the own store still restores ``state`` (both serials as
+        when it was saved or restored, fewer than ``SNAPSHOT_REFRESH_MESSAGES`` behind)."""
+        saved = cache.snapshot
+        return (
+            saved is not None
+            and self._snapshots()
+            and saved[0] == self._binding_serial
+            and saved[1] == state.change_serial
+            and state.last_sequence - saved[2] < SNAPSHOT_REFRESH_MESSAGES
+        )
+
     def _window_releases(self, state: RenderState, record: BindingRecord, key: str) -> None:
         """Read the releases of every message a restored snapshot rendered (as its render
         would have): a re-render later in this compile (a shed, a jump) judges by them."""
@@ -153,3 +169,12 @@ class SnapshotKeeper:
             m = self.manager
             record.releases.update(m.store.releases(m.namespace, key, unknown))
             record.looked_up.update(unknown)
+
+
+def learn_releases(record: BindingRecord, state: RenderState, releases: list[Release]) -> None:
+    """Learn a restored render's releases (those of every message it met, as kept with it)
+    into ``record``; what ``record`` already looked up wins (it may be newer)."""
+    for release in releases:
+        if release.message_id not in record.looked_up:
+            record.releases[release.message_id] = release
+    record.looked_up.update(state.sequences)

@@ -27,9 +27,10 @@ from ._compact import CompactRender, NotARender
 from ._compaction import COMPACTION_KIND, render_compaction
 from ._fold import SUMMARY_KIND, covers_upto
 from ._message import render_message
+from ._release import RenderReleaser
 from ._render import RenderContext, RenderState, render_text_prefix
 from ._run import Rendered, Run
-from ._snapshot_io import SnapshotKeeper
+from ._snapshot_io import learn_releases
 from ._stamp_cache import StampCache
 
 log = library_logger("context_manager.compile")
@@ -38,17 +39,11 @@ OPENER_KINDS = (SUMMARY_KIND, COMPACTION_KIND)
 """Stored messages a render opens with (the newest), leaving out what they cover."""
 
 
-class WindowRenderer(SnapshotKeeper):
+class WindowRenderer(RenderReleaser):
     """Renders from the store (a base class: ``Compiler`` is one)."""
 
     _stamps: StampCache
     on_release: Callable[[str], None]
-
-    def drop_render(self, key: str) -> None:  # the per-process bound's ``Holder``
-        raise NotImplementedError
-
-    def compact_render(self, key: str) -> int | None:
-        raise NotImplementedError
 
     def render_cached(self, run: Run, cache_key: CacheKey, ctx: RenderContext) -> Rendered:
         """The branch's render under ``ctx``: the kept one extended by what was stored since,
@@ -96,7 +91,11 @@ class WindowRenderer(SnapshotKeeper):
             return None, 0
         if isinstance(cached[1], CompactRender):
             compact = cached[1]
-            state = compact.restore()
+            state, releases = compact.restore_window()
+            if releases is None:  # kept without its record's releases: read them
+                self._window_releases(state, run.record, key)
+            else:  # taken out of the record when it was compacted
+                learn_releases(run.record, state, releases)
             cache.size = compact.raw_size if cache.size is None else cache.size
             if not run.dry_run:
                 cache.render = (cached[0], state)

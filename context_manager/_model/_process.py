@@ -19,12 +19,14 @@ from typing import Any, Literal
 import attrs
 
 DEFAULT_RENDER_CACHE_BYTES = 64 * 2**20
-"""The default bound on everything kept: 64 MiB, counted as each hot render's encoded bytes
-(about its request's wire bytes) and each compact render's compressed bytes."""
+"""The default bound on everything kept: 64 MiB, counted as each hot render's estimated memory
+(``_compile._footprint``: about five times its request's wire bytes) and each compact render's
+compressed bytes."""
 
 DEFAULT_HOT_SHARE = 4
-"""By default a quarter of the bound may be hot (16 MiB of rendered requests: about 15 windows
-of 1.1 MB kept as dicts, several times that in Python objects)."""
+"""By default a quarter of the bound may be hot (16 MiB of Python objects: about three windows
+of 2,400 messages, 0.9 MB on the wire each; the render just compiled stays hot whatever its
+size)."""
 
 Tier = Literal["hot", "compact"]
 
@@ -57,7 +59,8 @@ class RenderCacheState:
     never compacts another agent's render on its own path)."""
     total: int = 0
     hot_total: int = 0
-    """The sizes of the hot tier's entries that are hot (kept as it changes: O(1) per compile)."""
+    """The sizes of every entry that is hot: the newest, the deferred ones and the hot tier's
+    (kept as it changes: O(1) per compile)."""
     limit: int = DEFAULT_RENDER_CACHE_BYTES
     hot_limit: int = DEFAULT_RENDER_CACHE_BYTES // DEFAULT_HOT_SHARE
     watched: set[int] = attrs.field(factory=set)
