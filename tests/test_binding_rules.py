@@ -37,7 +37,6 @@ from context_manager._binding import (
     judge,
     parse_stamp,
 )
-from context_manager._model._process import PROCESS
 from notices import ReasoningLossTeller
 from notices._turn import TurnState
 
@@ -298,13 +297,17 @@ def test_a_stored_stamp_is_read_into_per_block_entries() -> None:
         pytest.param(["v", 2], id="not-an-object"),
     ],
 )
-def test_a_malformed_stamp_reads_as_none_and_is_logged_once(raw: object) -> None:
-    PROCESS.stamp_warnings.clear()
+def test_a_malformed_stamp_reads_as_none_and_is_logged_once_per_row(raw: object) -> None:
+    logged: set[tuple[object, ...]] = set()
     with capture_logs() as logs:
-        assert parse_stamp(raw, "m1") is None
-        assert parse_stamp(raw, "m2") is None
-    (warning,) = [e for e in logs if e["event"] == "stamp_unreadable"]
-    assert (warning["message_id"], warning["log_level"]) == ("m1", "warning")
+        assert parse_stamp(raw, "m1", logged=logged) is None
+        assert parse_stamp(raw, "m1", logged=logged) is None
+        assert parse_stamp(raw, "m2", logged=logged) is None
+    warnings = [e for e in logs if e["event"] == "stamp_unreadable"]
+    assert [(w["message_id"], w["log_level"]) for w in warnings] == [
+        ("m1", "warning"),
+        ("m2", "warning"),
+    ]
 
 
 # left out versus released (SPEC 7)

@@ -27,7 +27,6 @@ from context_manager._model._errors import (
     MessageNotFound,
     StoreUnavailable,
 )
-from context_manager._model._log import library_logger
 from context_manager._model._messages import (
     MessageId,
     MessageMeta,
@@ -36,13 +35,13 @@ from context_manager._model._messages import (
     decode_message,
     encode_message,
 )
+from context_manager._model._stamps import AnyStamp, stamp_to_json
 from context_manager._store._protocol import (
     BranchRecord,
     BranchRef,
     Lineage,
 )
 from context_manager._store._read import check_limit, select_window
-from context_manager._store._rows import is_stamp
 from context_manager._store._sql import MESSAGE_COLUMNS, segment_queries
 
 from ._hold import Hold, holder_identity
@@ -51,6 +50,7 @@ from ._postgres_connection import _describe
 from ._postgres_hold import HoldConnections, PostgresHold
 from ._postgres_probe import probe_server
 from ._postgres_schema import open_versioned
+from ._stamp_rows import StampRows
 
 if TYPE_CHECKING:
     import psycopg
@@ -58,7 +58,6 @@ if TYPE_CHECKING:
 
     Connection = psycopg.Connection[tuple[Any, ...]]
 
-log = library_logger("context_manager.store")
 
 INSTALL_HINT = "PostgresStore needs psycopg 3: pip install 'thinking-context-manager[postgres]'"
 
@@ -101,6 +100,7 @@ class PostgresStore(PostgresBindingRecords):
         except ImportError as err:  # pragma: no cover - exercised without the extra installed
             raise ImportError(INSTALL_HINT) from err
         self._psycopg = psycopg
+        self._stamp_rows = StampRows()
         self.lock_timeout = lock_timeout
         self.connect_timeout = connect_timeout
         self._owns_pool = isinstance(target, str)
@@ -326,12 +326,12 @@ class PostgresStore(PostgresBindingRecords):
         content: Sequence[Block],
         metadata: MessageMeta,
         *,
-        stamp: dict[str, Any] | None = None,
+        stamp: AnyStamp | None = None,
         signatures: Sequence[str] = (),
     ) -> StoredMessage:
         wire, meta = encode_message(content, metadata)
         stored_content, stored_meta = decode_message(wire, meta)
-        stamp_json = None if stamp is None else json.dumps(stamp)
+        stamp_json = None if stamp is None else stamp_to_json(stamp)
         created_at = dt.datetime.now(dt.UTC)
         with self._write(namespace) as conn:
             exists = conn.execute(
@@ -509,26 +509,16 @@ class PostgresStore(PostgresBindingRecords):
 
     def stamps(
         self, namespace: str, message_ids: Sequence[MessageId]
-    ) -> dict[MessageId, dict[str, Any]]:
-        out: dict[MessageId, dict[str, Any]] = {}
+    ) -> dict[MessageId, AnyStamp | None]:
         if not message_ids:
-            return out
+            return {}
         with self._reading(namespace) as conn:
             rows = conn.execute(
                 "SELECT id, stamp FROM messages WHERE id = ANY(%s) AND ns = %s "
                 "AND stamp IS NOT NULL",
                 (list(message_ids), namespace),
             ).fetchall()
-        for mid, stamp in rows:
-            try:
-                value = json.loads(stamp)
-            except (TypeError, ValueError):
-                value = None
-            if is_stamp(value):
-                out[mid] = value
-            else:  # a corrupt stamp reads as no stamp: the reply's thinking is never sent
-                log.warning("stamp_unreadable", namespace=namespace, message_id=mid)
-        return out
+        return self._stamp_rows.read(namespace, rows)
 
     def find_signature(self, namespace: str, signature_digest: str) -> list[MessageId]:
         with self._reading(namespace) as conn:

@@ -21,7 +21,6 @@ from typing import Any
 from context_manager._model._checks import check_branch_name
 from context_manager._model._content import Block, blocks_from_wire
 from context_manager._model._errors import BranchExists, BranchNotFound, MessageNotFound
-from context_manager._model._log import library_logger
 from context_manager._model._messages import (
     MessageId,
     MessageMeta,
@@ -30,6 +29,7 @@ from context_manager._model._messages import (
     decode_message,
     encode_message,
 )
+from context_manager._model._stamps import AnyStamp, stamp_to_json
 
 from ._hold import (
     HOLD_TIMEOUT_SECONDS,
@@ -46,7 +46,7 @@ from ._protocol import (
     Lineage,
 )
 from ._read import check_limit, select_window
-from ._rows import branch_from_row, is_stamp
+from ._rows import branch_from_row
 from ._sql import MESSAGE_COLUMNS, segment_queries
 from ._sqlite_binding import SQLiteBindingRecords
 from ._sqlite_file import (
@@ -57,10 +57,10 @@ from ._sqlite_file import (
     transaction,
 )
 from ._sqlite_schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION, SQL_VARIABLES_PER_QUERY
+from ._stamp_rows import StampRows
 
 __all__ = ["APPLICATION_ID", "MIGRATIONS", "SCHEMA_VERSION", "SQLiteStore"]
 
-log = library_logger("context_manager.store")
 
 
 class SQLiteStore(SQLiteBindingRecords):
@@ -84,6 +84,7 @@ class SQLiteStore(SQLiteBindingRecords):
         self.path = os.fspath(path)
         self._lock = threading.RLock()
         self._holds = LocalHolds()
+        self._stamp_rows = StampRows()
         self._db = connect(self.path, busy_timeout)
         try:
             open_versioned(
@@ -291,12 +292,12 @@ class SQLiteStore(SQLiteBindingRecords):
         content: Sequence[Block],
         metadata: MessageMeta,
         *,
-        stamp: dict[str, Any] | None = None,
+        stamp: AnyStamp | None = None,
         signatures: Sequence[str] = (),
     ) -> StoredMessage:
         wire, meta = encode_message(content, metadata)
         stored_content, stored_meta = decode_message(wire, meta)
-        stamp_json = None if stamp is None else json.dumps(stamp)
+        stamp_json = None if stamp is None else stamp_to_json(stamp)
         created_at = dt.datetime.now(dt.UTC)
         with self._transaction() as db:
             exists = db.execute(
@@ -442,8 +443,8 @@ class SQLiteStore(SQLiteBindingRecords):
 
     def stamps(
         self, namespace: str, message_ids: Sequence[MessageId]
-    ) -> dict[MessageId, dict[str, Any]]:
-        out: dict[MessageId, dict[str, Any]] = {}
+    ) -> dict[MessageId, AnyStamp | None]:
+        out: dict[MessageId, AnyStamp | None] = {}
         ids = list(message_ids)
         for start in range(0, len(ids), SQL_VARIABLES_PER_QUERY):
             chunk = ids[start : start + SQL_VARIABLES_PER_QUERY]
@@ -455,15 +456,7 @@ class SQLiteStore(SQLiteBindingRecords):
                 "AND stamp IS NOT NULL",
                 [namespace, *chunk],
             )
-            for mid, stamp in rows:
-                try:
-                    value = json.loads(stamp)
-                except (TypeError, ValueError):
-                    value = None
-                if is_stamp(value):
-                    out[mid] = value
-                else:  # a corrupt stamp reads as no stamp: the reply's thinking is never sent
-                    log.warning("stamp_unreadable", namespace=namespace, message_id=mid)
+            out.update(self._stamp_rows.read(namespace, rows))
         return out
 
     def find_signature(self, namespace: str, signature_digest: str) -> list[MessageId]:
