@@ -51,6 +51,7 @@ from ._postgres_hold import HoldConnections, PostgresHold
 from ._postgres_probe import probe_server
 from ._postgres_schema import open_versioned
 from ._stamp_rows import StampRows
+from ._statements import POSTGRES
 
 if TYPE_CHECKING:
     import psycopg
@@ -224,46 +225,10 @@ class PostgresStore(PostgresBindingRecords):
                 "VALUES (%s, %s, %s, %s, %s, %s)",
                 (ref.id, namespace, name, created, parent, fork_sequence),
             )
-            if parent is not None:
-                conn.execute(
-                    "INSERT INTO releases "
-                    "(ns, branch, message_id, from_block, reported, reported_from, at_seq) "
-                    "SELECT ns, %s, message_id, from_block, reported, reported_from, at_seq "
-                    "FROM releases WHERE ns = %s AND branch = %s "
-                    "AND (%s::bigint IS NULL OR at_seq IS NULL OR at_seq <= %s::bigint)",
-                    (record.key, namespace, parent, fork_sequence, fork_sequence),
-                )
-                conn.execute(  # lowered after the fork point: the release as of then
-                    "INSERT INTO releases "
-                    "(ns, branch, message_id, from_block, reported, reported_from, at_seq) "
-                    "SELECT DISTINCT ON (h.message_id) h.ns, %s, h.message_id, h.from_block, "
-                    "true, NULL, h.at_seq FROM release_history h JOIN releases r "
-                    "ON r.ns = h.ns AND r.branch = h.branch AND r.message_id = h.message_id "
-                    "WHERE h.ns = %s AND h.branch = %s AND %s::bigint IS NOT NULL "
-                    "AND r.at_seq > %s::bigint AND (h.at_seq IS NULL OR h.at_seq <= %s::bigint) "
-                    "ORDER BY h.message_id, h.from_block",
-                    (record.key, namespace, parent, fork_sequence, fork_sequence, fork_sequence),
-                )
-                conn.execute(
-                    "INSERT INTO release_history (ns, branch, message_id, from_block, at_seq) "
-                    "SELECT ns, %s, message_id, from_block, at_seq FROM release_history "
-                    "WHERE ns = %s AND branch = %s AND (%s::bigint IS NULL OR at_seq IS NULL "
-                    "OR at_seq <= %s::bigint)",
-                    (record.key, namespace, parent, fork_sequence, fork_sequence),
-                )
-                conn.execute(
-                    "INSERT INTO left_out (ns, branch, message_id, block, at_seq) "
-                    "SELECT ns, %s, message_id, block, at_seq FROM left_out WHERE ns = %s "
-                    "AND branch = %s AND (%s::bigint IS NULL OR at_seq IS NULL "
-                    "OR at_seq <= %s::bigint)",
-                    (record.key, namespace, parent, fork_sequence, fork_sequence),
-                )
-                conn.execute(
-                    "INSERT INTO anchored_heads (ns, branch, at_seq, head) "
-                    "SELECT ns, %s, at_seq, head FROM anchored_heads WHERE ns = %s "
-                    "AND branch = %s AND (%s::bigint IS NULL OR at_seq <= %s::bigint)",
-                    (record.key, namespace, parent, fork_sequence, fork_sequence),
-                )
+            if parent is not None:  # inherit the binding record as of the fork point (SPEC 5)
+                fork = {"key": record.key, "ns": namespace, "parent": parent, "fork": fork_sequence}
+                for statement in POSTGRES.fork:
+                    conn.execute(statement, fork)
             return record
 
     def delete_branch(self, namespace: str, name: str) -> BranchRecord:

@@ -15,7 +15,7 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from context_manager._model._checks import check_branch_name
@@ -58,9 +58,9 @@ from ._sqlite_file import (
 )
 from ._sqlite_schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION, SQL_VARIABLES_PER_QUERY
 from ._stamp_rows import StampRows
+from ._statements import SQLITE
 
 __all__ = ["APPLICATION_ID", "MIGRATIONS", "SCHEMA_VERSION", "SQLiteStore"]
-
 
 
 class SQLiteStore(SQLiteBindingRecords):
@@ -138,7 +138,7 @@ class SQLiteStore(SQLiteBindingRecords):
             return self._holds.hold(self, namespace, wait, identity)
         return FileHold(self, os.path.realpath(self.path), namespace, wait, identity)
 
-    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+    def _query(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[Any]:
         with self._lock:
             return self._db.execute(sql, params).fetchall()
 
@@ -197,43 +197,10 @@ class SQLiteStore(SQLiteBindingRecords):
                 "VALUES (?, ?, ?, ?, ?, ?)",
                 (ref.id, namespace, name, created, parent, fork_sequence),
             )
-            if parent is not None:
-                db.execute(
-                    "INSERT INTO releases "
-                    "(ns, branch, message_id, from_block, reported, reported_from, at_seq) "
-                    "SELECT ns, ?, message_id, from_block, reported, reported_from, at_seq "
-                    "FROM releases WHERE ns = ? AND branch = ? "
-                    "AND (? IS NULL OR at_seq IS NULL OR at_seq <= ?)",
-                    (record.key, namespace, parent, fork_sequence, fork_sequence),
-                )
-                db.execute(  # lowered after the fork point: the release as of then
-                    "INSERT INTO releases "
-                    "(ns, branch, message_id, from_block, reported, reported_from, at_seq) "
-                    "SELECT h.ns, ?, h.message_id, min(h.from_block), 1, NULL, h.at_seq "
-                    "FROM release_history h JOIN releases r ON r.ns = h.ns "
-                    "AND r.branch = h.branch AND r.message_id = h.message_id "
-                    "WHERE h.ns = ? AND h.branch = ? AND ? IS NOT NULL AND r.at_seq > ? "
-                    "AND (h.at_seq IS NULL OR h.at_seq <= ?) GROUP BY h.message_id",
-                    (record.key, namespace, parent, fork_sequence, fork_sequence, fork_sequence),
-                )
-                db.execute(
-                    "INSERT INTO release_history (ns, branch, message_id, from_block, at_seq) "
-                    "SELECT ns, ?, message_id, from_block, at_seq FROM release_history "
-                    "WHERE ns = ? AND branch = ? AND (? IS NULL OR at_seq IS NULL OR at_seq <= ?)",
-                    (record.key, namespace, parent, fork_sequence, fork_sequence),
-                )
-                db.execute(
-                    "INSERT INTO left_out (ns, branch, message_id, block, at_seq) "
-                    "SELECT ns, ?, message_id, block, at_seq FROM left_out "
-                    "WHERE ns = ? AND branch = ? AND (? IS NULL OR at_seq IS NULL OR at_seq <= ?)",
-                    (record.key, namespace, parent, fork_sequence, fork_sequence),
-                )
-                db.execute(
-                    "INSERT INTO anchored_heads (ns, branch, at_seq, head) "
-                    "SELECT ns, ?, at_seq, head FROM anchored_heads WHERE ns = ? AND branch = ? "
-                    "AND (? IS NULL OR at_seq <= ?)",
-                    (record.key, namespace, parent, fork_sequence, fork_sequence),
-                )
+            if parent is not None:  # inherit the binding record as of the fork point (SPEC 5)
+                fork = {"key": record.key, "ns": namespace, "parent": parent, "fork": fork_sequence}
+                for statement in SQLITE.fork:
+                    db.execute(statement, fork)
             return record
 
     def delete_branch(self, namespace: str, name: str) -> BranchRecord:
