@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 from context_manager._model._checks import check_branch_name
 from context_manager._model._content import Block, blocks_from_wire
 from context_manager._model._errors import (
-    BranchExists,
     BranchNotFound,
     MessageNotFound,
     StoreUnavailable,
@@ -50,6 +49,7 @@ from ._postgres_connection import _describe
 from ._postgres_hold import HoldConnections, PostgresHold
 from ._postgres_probe import probe_server
 from ._postgres_schema import open_versioned
+from ._sql_branch import insert_branch
 from ._stamp_rows import StampRows
 from ._statements import POSTGRES
 
@@ -211,25 +211,15 @@ class PostgresStore(PostgresBindingRecords):
     ) -> BranchRecord:
         check_branch_name(name)
         with self._write(namespace) as conn:
-            taken = conn.execute(
-                "SELECT 1 FROM branches WHERE ns = %s AND name = %s AND NOT deleted",
-                (namespace, name),
-            ).fetchone()
-            if taken:
-                raise BranchExists(name)
-            created = self._next(conn)
-            ref = BranchRef(id=f"b{created}", name=name, created=created)
-            record = BranchRecord(ref=ref, parent=parent, fork_sequence=fork_sequence)
-            conn.execute(
-                "INSERT INTO branches (id, ns, name, created, parent, fork_sequence) "
-                "VALUES (%s, %s, %s, %s, %s, %s)",
-                (ref.id, namespace, name, created, parent, fork_sequence),
+            return insert_branch(
+                conn,
+                POSTGRES,
+                namespace,
+                name,
+                parent=parent,
+                fork_sequence=fork_sequence,
+                next_created=lambda: self._next(conn),
             )
-            if parent is not None:  # inherit the binding record as of the fork point (SPEC 5)
-                fork = {"key": record.key, "ns": namespace, "parent": parent, "fork": fork_sequence}
-                for statement in POSTGRES.fork:
-                    conn.execute(statement, fork)
-            return record
 
     def delete_branch(self, namespace: str, name: str) -> BranchRecord:
         with self._write(namespace) as conn:
@@ -299,35 +289,31 @@ class PostgresStore(PostgresBindingRecords):
         stamp_json = None if stamp is None else stamp_to_json(stamp)
         created_at = dt.datetime.now(dt.UTC)
         with self._write(namespace) as conn:
-            exists = conn.execute(
-                "SELECT 1 FROM branches WHERE ns = %s AND id = %s",
-                (namespace, branch.partition("@")[0]),
-            ).fetchone()
-            if not exists:
+            at = {"ns": namespace, "id": branch.partition("@")[0]}
+            if not conn.execute(POSTGRES.branch_id_exists, at).fetchone():
                 raise BranchNotFound(branch, self._live_names(conn, namespace))
             sequence = self._next(conn)
             message_id = f"msg_{sequence}"
             conn.execute(
-                "INSERT INTO messages (seq, id, ns, branch, role, content, meta, kind, "
-                "created_at, stamp) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                (
-                    sequence,
-                    message_id,
-                    namespace,
-                    branch,
-                    role,
-                    wire,
-                    meta,
-                    metadata.kind,
-                    created_at,
-                    stamp_json,
-                ),
+                POSTGRES.message_insert,
+                {
+                    "seq": sequence,
+                    "id": message_id,
+                    "ns": namespace,
+                    "branch": branch,
+                    "role": role,
+                    "content": wire,
+                    "meta": meta,
+                    "kind": metadata.kind,
+                    "created_at": created_at,
+                    "stamp": stamp_json,
+                },
             )
             if signatures:
                 with conn.cursor() as cursor:
                     cursor.executemany(
-                        "INSERT INTO signatures (ns, sig, message_id) VALUES (%s, %s, %s)",
-                        [(namespace, sig, message_id) for sig in signatures],
+                        POSTGRES.signature_insert,
+                        [{"ns": namespace, "sig": s, "message_id": message_id} for s in signatures],
                     )
         return StoredMessage(
             id=message_id,

@@ -20,7 +20,7 @@ from typing import Any
 
 from context_manager._model._checks import check_branch_name
 from context_manager._model._content import Block, blocks_from_wire
-from context_manager._model._errors import BranchExists, BranchNotFound, MessageNotFound
+from context_manager._model._errors import BranchNotFound, MessageNotFound
 from context_manager._model._messages import (
     MessageId,
     MessageMeta,
@@ -42,12 +42,12 @@ from ._hold import (
 )
 from ._protocol import (
     BranchRecord,
-    BranchRef,
     Lineage,
 )
 from ._read import check_limit, select_window
 from ._rows import branch_from_row
 from ._sql import MESSAGE_COLUMNS, segment_queries
+from ._sql_branch import insert_branch
 from ._sqlite_binding import SQLiteBindingRecords
 from ._sqlite_file import (
     BUSY_TIMEOUT_SECONDS,
@@ -183,25 +183,15 @@ class SQLiteStore(SQLiteBindingRecords):
     ) -> BranchRecord:
         check_branch_name(name)
         with self._transaction() as db:
-            taken = db.execute(
-                "SELECT 1 FROM branches WHERE ns = ? AND name = ? AND deleted = 0",
-                (namespace, name),
-            ).fetchone()
-            if taken:
-                raise BranchExists(name)
-            created = self._next(db)
-            ref = BranchRef(id=f"b{created}", name=name, created=created)
-            record = BranchRecord(ref=ref, parent=parent, fork_sequence=fork_sequence)
-            db.execute(
-                "INSERT INTO branches (id, ns, name, created, parent, fork_sequence) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (ref.id, namespace, name, created, parent, fork_sequence),
+            return insert_branch(
+                db,
+                SQLITE,
+                namespace,
+                name,
+                parent=parent,
+                fork_sequence=fork_sequence,
+                next_created=lambda: self._next(db),
             )
-            if parent is not None:  # inherit the binding record as of the fork point (SPEC 5)
-                fork = {"key": record.key, "ns": namespace, "parent": parent, "fork": fork_sequence}
-                for statement in SQLITE.fork:
-                    db.execute(statement, fork)
-            return record
 
     def delete_branch(self, namespace: str, name: str) -> BranchRecord:
         with self._transaction() as db:
@@ -267,33 +257,29 @@ class SQLiteStore(SQLiteBindingRecords):
         stamp_json = None if stamp is None else stamp_to_json(stamp)
         created_at = dt.datetime.now(dt.UTC)
         with self._transaction() as db:
-            exists = db.execute(
-                "SELECT 1 FROM branches WHERE ns = ? AND id = ?",
-                (namespace, branch.partition("@")[0]),
-            ).fetchone()
-            if not exists:
+            at = {"ns": namespace, "id": branch.partition("@")[0]}
+            if not db.execute(SQLITE.branch_id_exists, at).fetchone():
                 raise BranchNotFound(branch, [b.ref.name for b in self.branches(namespace)])
             sequence = self._next(db)
             message_id = f"msg_{sequence}"
             db.execute(
-                "INSERT INTO messages (seq, id, ns, branch, role, content, meta, kind, "
-                "created_at, stamp) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    sequence,
-                    message_id,
-                    namespace,
-                    branch,
-                    role,
-                    wire,
-                    meta,
-                    metadata.kind,
-                    created_at.isoformat(),
-                    stamp_json,
-                ),
+                SQLITE.message_insert,
+                {
+                    "seq": sequence,
+                    "id": message_id,
+                    "ns": namespace,
+                    "branch": branch,
+                    "role": role,
+                    "content": wire,
+                    "meta": meta,
+                    "kind": metadata.kind,
+                    "created_at": created_at.isoformat(),
+                    "stamp": stamp_json,
+                },
             )
             db.executemany(
-                "INSERT INTO signatures (ns, sig, message_id) VALUES (?, ?, ?)",
-                [(namespace, sig, message_id) for sig in signatures],
+                SQLITE.signature_insert,
+                [{"ns": namespace, "sig": sig, "message_id": message_id} for sig in signatures],
             )
         return StoredMessage(
             id=message_id,

@@ -1,4 +1,5 @@
-"""The binding record's statements, written once for both SQL stores and rendered per dialect.
+"""The branch and binding-record statements, written once for both SQL stores and rendered per
+dialect.
 
 Each statement is a template with named parameters (``{ns}``, ``{branch}``, ...); the only
 per-dialect part is how a parameter is written (``:ns`` for ``sqlite3``, ``%(ns)s`` for
@@ -74,6 +75,22 @@ _LOWERS = "excluded.from_block < releases.from_block"
 _FORK_INHERITANCE = (_FORK_RELEASES, _FORK_LOWERED, _FORK_HISTORY, _FORK_LEFT_OUT, _FORK_HEADS)
 
 _TEMPLATES: dict[str, str] = {
+    "branch_taken": (
+        "SELECT 1 FROM branches WHERE ns = {ns} AND name = {name} AND deleted = FALSE"
+    ),
+    "branch_id_exists": "SELECT 1 FROM branches WHERE ns = {ns} AND id = {id}",
+    "message_insert": (
+        "INSERT INTO messages (seq, id, ns, branch, role, content, meta, kind, created_at, stamp) "
+        "VALUES ({seq}, {id}, {ns}, {branch}, {role}, {content}, {meta}, {kind}, {created_at}, "
+        "{stamp})"
+    ),
+    "signature_insert": (
+        "INSERT INTO signatures (ns, sig, message_id) VALUES ({ns}, {sig}, {message_id})"
+    ),
+    "branch_insert": (
+        "INSERT INTO branches (id, ns, name, created, parent, fork_sequence) "
+        "VALUES ({id}, {ns}, {name}, {created}, {parent}, {fork})"
+    ),
     "bump_binding": (
         "INSERT INTO binding_serials (ns, serial) VALUES ({ns}, 1) "
         "ON CONFLICT (ns) DO UPDATE SET serial = binding_serials.serial + 1"
@@ -145,6 +162,9 @@ class Statements:
             point, those lowered after it as they were then, the release history, the left-out
             set and the anchored heads. Parameters ``key`` (the new branch), ``ns``, ``parent``,
             ``fork`` (``None``: the parent's end).
+        branch_taken: a live branch ``name`` exists; ``branch_insert``: the branch's row.
+        branch_id_exists: the branch ``id`` exists (``append``'s check); ``message_insert`` and
+            ``signature_insert``: ``append``'s rows.
         bump_binding: one more binding-record write of ``ns`` (``Store.serials``).
         committed_release: ``_semantics.committed_release``: the lower ``from_block`` wins and
             ``at_seq`` moves only when it lowers; reported.
@@ -154,6 +174,11 @@ class Statements:
     """
 
     fork: tuple[str, ...]
+    branch_taken: str
+    branch_insert: str
+    branch_id_exists: str
+    message_insert: str
+    signature_insert: str
     bump_binding: str
     anchored_head: str
     left_out_since: str
