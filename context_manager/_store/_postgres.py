@@ -15,6 +15,7 @@ ordering. Hazard: psycopg is an optional dependency, imported only when a store 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -34,7 +35,7 @@ from context_manager._model._messages import (
     decode_message,
     encode_message,
 )
-from context_manager._model._stamps import AnyStamp, stamp_to_json
+from context_manager._model._stamps import AnyStamp
 from context_manager._store._protocol import (
     BranchRecord,
     BranchRef,
@@ -51,7 +52,7 @@ from ._postgres_probe import probe_server
 from ._postgres_schema import open_versioned
 from ._sql_branch import insert_branch
 from ._stamp_rows import StampRows
-from ._statements import POSTGRES
+from ._statements import POSTGRES, message_row
 
 if TYPE_CHECKING:
     import psycopg
@@ -211,15 +212,8 @@ class PostgresStore(PostgresBindingRecords):
     ) -> BranchRecord:
         check_branch_name(name)
         with self._write(namespace) as conn:
-            return insert_branch(
-                conn,
-                POSTGRES,
-                namespace,
-                name,
-                parent=parent,
-                fork_sequence=fork_sequence,
-                next_created=lambda: self._next(conn),
-            )
+            made = functools.partial(self._next, conn)
+            return insert_branch(conn, POSTGRES, made, namespace, name, parent, fork_sequence)
 
     def delete_branch(self, namespace: str, name: str) -> BranchRecord:
         with self._write(namespace) as conn:
@@ -286,29 +280,17 @@ class PostgresStore(PostgresBindingRecords):
     ) -> StoredMessage:
         wire, meta = encode_message(content, metadata)
         stored_content, stored_meta = decode_message(wire, meta)
-        stamp_json = None if stamp is None else stamp_to_json(stamp)
         created_at = dt.datetime.now(dt.UTC)
         with self._write(namespace) as conn:
             at = {"ns": namespace, "id": branch.partition("@")[0]}
             if not conn.execute(POSTGRES.branch_id_exists, at).fetchone():
                 raise BranchNotFound(branch, self._live_names(conn, namespace))
             sequence = self._next(conn)
-            message_id = f"msg_{sequence}"
-            conn.execute(
-                POSTGRES.message_insert,
-                {
-                    "seq": sequence,
-                    "id": message_id,
-                    "ns": namespace,
-                    "branch": branch,
-                    "role": role,
-                    "content": wire,
-                    "meta": meta,
-                    "kind": metadata.kind,
-                    "created_at": created_at,
-                    "stamp": stamp_json,
-                },
+            row = message_row(
+                namespace, branch, sequence, role, (wire, meta), metadata.kind, created_at, stamp
             )
+            message_id = row["id"]
+            conn.execute(POSTGRES.message_insert, row)
             if signatures:
                 with conn.cursor() as cursor:
                     cursor.executemany(

@@ -27,12 +27,11 @@ class Executes(Protocol):
 def insert_branch(
     conn: Executes,
     statements: Statements,
+    next_created: Callable[[], int],
     namespace: str,
     name: str,
-    *,
     parent: str | None,
     fork_sequence: int | None,
-    next_created: Callable[[], int],
 ) -> BranchRecord:
     """Write branch ``name`` (forked from branch key ``parent`` at ``fork_sequence``) with
     ``conn``, its ``created`` counter from ``next_created``. Raises ``BranchExists``."""

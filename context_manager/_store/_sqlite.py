@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import json
 import os
 import sqlite3
@@ -29,7 +30,7 @@ from context_manager._model._messages import (
     decode_message,
     encode_message,
 )
-from context_manager._model._stamps import AnyStamp, stamp_to_json
+from context_manager._model._stamps import AnyStamp
 
 from ._hold import (
     HOLD_TIMEOUT_SECONDS,
@@ -58,7 +59,7 @@ from ._sqlite_file import (
 )
 from ._sqlite_schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION, SQL_VARIABLES_PER_QUERY
 from ._stamp_rows import StampRows
-from ._statements import SQLITE
+from ._statements import SQLITE, message_row
 
 __all__ = ["APPLICATION_ID", "MIGRATIONS", "SCHEMA_VERSION", "SQLiteStore"]
 
@@ -183,15 +184,8 @@ class SQLiteStore(SQLiteBindingRecords):
     ) -> BranchRecord:
         check_branch_name(name)
         with self._transaction() as db:
-            return insert_branch(
-                db,
-                SQLITE,
-                namespace,
-                name,
-                parent=parent,
-                fork_sequence=fork_sequence,
-                next_created=lambda: self._next(db),
-            )
+            made = functools.partial(self._next, db)
+            return insert_branch(db, SQLITE, made, namespace, name, parent, fork_sequence)
 
     def delete_branch(self, namespace: str, name: str) -> BranchRecord:
         with self._transaction() as db:
@@ -254,29 +248,24 @@ class SQLiteStore(SQLiteBindingRecords):
     ) -> StoredMessage:
         wire, meta = encode_message(content, metadata)
         stored_content, stored_meta = decode_message(wire, meta)
-        stamp_json = None if stamp is None else stamp_to_json(stamp)
         created_at = dt.datetime.now(dt.UTC)
         with self._transaction() as db:
             at = {"ns": namespace, "id": branch.partition("@")[0]}
             if not db.execute(SQLITE.branch_id_exists, at).fetchone():
                 raise BranchNotFound(branch, [b.ref.name for b in self.branches(namespace)])
             sequence = self._next(db)
-            message_id = f"msg_{sequence}"
-            db.execute(
-                SQLITE.message_insert,
-                {
-                    "seq": sequence,
-                    "id": message_id,
-                    "ns": namespace,
-                    "branch": branch,
-                    "role": role,
-                    "content": wire,
-                    "meta": meta,
-                    "kind": metadata.kind,
-                    "created_at": created_at.isoformat(),
-                    "stamp": stamp_json,
-                },
+            row = message_row(
+                namespace,
+                branch,
+                sequence,
+                role,
+                (wire, meta),
+                metadata.kind,
+                created_at.isoformat(),
+                stamp,
             )
+            message_id = row["id"]
+            db.execute(SQLITE.message_insert, row)
             db.executemany(
                 SQLITE.signature_insert,
                 [{"ns": namespace, "sig": sig, "message_id": message_id} for sig in signatures],

@@ -22,6 +22,7 @@ from typing import Any
 import attrs
 
 from context_manager._model._messages import MessageId
+from context_manager._model._stamps import AnyStamp, stamp_to_json
 
 from ._protocol import AnchoredHead, left_out_since
 from ._rows import RELEASE_COLUMNS
@@ -248,6 +249,33 @@ def left_out_rows(
         }
         for mid, block in left_out
     ]
+
+
+def message_row(
+    namespace: str,
+    branch: str,
+    sequence: int,
+    role: str,
+    encoded: tuple[str, str],
+    kind: str | None,
+    created_at: object,
+    stamp: AnyStamp | None,
+) -> dict[str, Any]:
+    """``message_insert``'s parameters: the message ``msg_<sequence>``, its ``encoded``
+    content and metadata, and its stamp as JSON (``stamp_to_json``)."""
+    content, meta = encoded
+    return {
+        "seq": sequence,
+        "id": f"msg_{sequence}",
+        "ns": namespace,
+        "branch": branch,
+        "role": role,
+        "content": content,
+        "meta": meta,
+        "kind": kind,
+        "created_at": created_at,
+        "stamp": None if stamp is None else stamp_to_json(stamp),
+    }
 
 
 def anchored_head_row(head: AnchoredHead) -> dict[str, Any]:
