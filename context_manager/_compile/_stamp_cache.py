@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-import attrs
-
 from context_manager._model._messages import MessageId
 from context_manager._model._stamps import AnyStamp, LegacyStamp, Stamp
 
@@ -86,7 +84,9 @@ class StampCache:
             model = self._models.setdefault(model, model)
         if head is stamp.head and model is stamp.model:
             return stamp
-        return attrs.evolve(stamp, head=head, model=model)
+        if isinstance(stamp, Stamp):  # the constructor: a third of ``attrs.evolve``'s cost
+            return Stamp(model, head, stamp.blocks, stamp.owns, stamp.start)
+        return LegacyStamp(model, head, stamp.seals)
 
     def _check(self) -> None:
         for message_id, stamp in self.stamps.items():

@@ -164,15 +164,21 @@ def stamp_to_wire(stamp: AnyStamp) -> dict[str, Any]:
             "head": dict(stamp.head),
             "seals": seals,
         }
+    seals: dict[str, str] = {}
+    preds: dict[str, str | None] = {}
+    owns: dict[str, str | None] = {}
+    for index, block in stamp.blocks.items():  # one pass: a reply is stamped at every record
+        key = str(index)
+        seals[key], preds[key], owns[key] = block.seal, block.pred, block.own
     wire: dict[str, Any] = {
         "v": STAMP_VERSION,
         "model": stamp.model,
         "head": dict(stamp.head),
-        "seals": {str(i): b.seal for i, b in stamp.blocks.items()},
-        "pred": {str(i): b.pred for i, b in stamp.blocks.items()},
+        "seals": seals,
+        "pred": preds,
     }
     if stamp.owns:  # each block alone: judged so on a model that runs no prefix check
-        wire["own"] = {str(i): b.own for i, b in stamp.blocks.items()}
+        wire["own"] = owns
     wire["start"] = stamp.start  # where its window started (a later branch's start)
     return wire
 
