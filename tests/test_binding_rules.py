@@ -37,6 +37,7 @@ from context_manager._binding import (
     judge,
     parse_stamp,
 )
+from context_manager._model._stamps import stamp_to_json
 from notices import ReasoningLossTeller
 from notices._turn import TurnState
 
@@ -285,6 +286,14 @@ def test_a_stored_stamp_is_read_into_per_block_entries() -> None:
     )
     legacy = {"v": 1, "head": {"system": "s"}, "seals": {"1": "c"}}
     assert parse_stamp(legacy) == LegacyStamp(None, {"system": "s"}, {1: "c"})
+
+
+def test_a_stamp_written_as_a_store_keeps_it_reads_back_equal() -> None:
+    current = parse_stamp({"v": 2, "model": "m", "head": {}, "seals": {"3": "a"}, "pred": {}})
+    legacy = LegacyStamp("m", {"system": "s"}, {1: "c"})
+    for stamp in (current, legacy):
+        assert stamp is not None
+        assert parse_stamp(stamp_to_json(stamp)) == stamp
 
 
 @pytest.mark.parametrize(

@@ -157,12 +157,11 @@ def stamp_to_wire(stamp: AnyStamp) -> dict[str, Any]:
     True
     """
     if isinstance(stamp, LegacyStamp):
-        seals = {str(i): seal for i, seal in stamp.seals.items()}
         return {
             "v": LEGACY_STAMP_VERSION,
             "model": stamp.model,
             "head": dict(stamp.head),
-            "seals": seals,
+            "seals": {str(i): seal for i, seal in stamp.seals.items()},
         }
     seals: dict[str, str] = {}
     preds: dict[str, str | None] = {}
