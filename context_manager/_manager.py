@@ -18,7 +18,7 @@ import attrs
 from context_manager._model._log import library_logger
 
 from ._binding._drops import (
-    KEPT_REASONS,
+    MODEL_REASON,
     PlacedDrops,
     parse_input_transformations,
     place_thinking_drops,
@@ -545,15 +545,16 @@ class ContextManager(CompileObservers, Compacting):
             rounds: the messages sent after the compiled ones (a multi-round stream).
 
         Returns:
-            ``PlacedDrops`` (``context_manager._drops``). Prefix, organization and end-user
-            drops are released on ``result.branch`` from their block on; model drops are kept.
+            ``PlacedDrops`` (``context_manager._drops``). Prefix drops are released on
+            ``result.branch`` from their block on; model, organization and end-user drops are
+            kept (sent again they drop again at no cost, and later blocks keep their order).
             A model drop of a block the compile sent knowing the model cannot read it
             (``result.unreadable``, already reported in a strip) is expected: not placed.
         """
         drops = parse_input_transformations(response)
         if result.unreadable:
             expected = frozenset(result.unreadable)
-            kept = tuple(d for d in drops if d.reason not in KEPT_REASONS or d.path not in expected)
+            kept = tuple(d for d in drops if d.reason != MODEL_REASON or d.path not in expected)
             if len(kept) < len(drops):
                 log.debug("thinking_dropped_as_expected", count=len(drops) - len(kept))
             drops = kept

@@ -1,6 +1,9 @@
 """A host's own loop: compile, call, record, place drops, tell, store lines at the boundary.
 
-Runs against the simulator (no API key, no network): ``python examples/host_loop.py``.
+Runs against the simulator (no API key, no network): ``python examples/host_loop.py``. It
+prints the one line the agent is told when the tool change strips its earlier thinking::
+
+    [reasoning] ada: The reasoning behind your replies up to the one beginning "You said: ...
 """
 
 from __future__ import annotations

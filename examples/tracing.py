@@ -1,9 +1,14 @@
 """Tracing a resident agent with OpenTelemetry: the spans and events of two turns, on stdout.
 
-Run it (``pip install 'context-manager[otel]' opentelemetry-sdk``): the SDK's console exporter
+Run it (``pip install '.[otel]' opentelemetry-sdk``): the SDK's console exporter
 prints one JSON object per span as it ends. Turn one answers; then a tool is added (appended as a
 head change) and the simulator drops turn one's reasoning on the next call (a test knob: an
-organization mismatch); turn two calls ``read_log``. ``docs/tracing.md`` shows the output.
+organization mismatch); turn two calls ``read_log``. ``docs/tracing.md`` shows the output; among
+its lines::
+
+    "name": "invoke_agent ada",
+    "name": "context_manager.thinking_drop",
+    "name": "execute_tool read_log",
 """
 
 import asyncio

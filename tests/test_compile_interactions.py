@@ -23,7 +23,12 @@ from helpers import (
 
 from context_manager import ContextManager, MessageId, OverBudget, Store, Window
 from context_manager.runtime import Agent
-from context_manager.simulator import ORGANIZATION_MISMATCH, Simulator
+from context_manager.simulator import (
+    END_USER_MISMATCH,
+    ORGANIZATION_MISMATCH,
+    PREFIX_MISMATCH,
+    Simulator,
+)
 
 
 async def test_a_removed_tool_added_again_comes_back_inline_and_every_request_is_valid(
@@ -80,18 +85,25 @@ async def test_a_budget_caps_the_whole_request_system_and_tools_included(store: 
     assert invalid_calls(sim) == []
 
 
+async def dropped_in_the_third_turn(
+    store: Store, path: str, reason: str, text: str = "once more"
+) -> tuple[Simulator, Agent]:
+    """An agent on ``store`` after three turns, the third's first call dropping ``path``."""
+    sim = Simulator(script=calling_script())
+    ada = runtime_on(sim, store).register(Agent("ada", THINKING_HEAD))
+    await ada.run_turn("hello")
+    await ada.run_turn("and more")
+    sim.force_drop(paths=[path], reason=reason)
+    await ada.run_turn(text)
+    return sim, ada
+
+
 async def test_a_loss_told_on_main_is_not_told_again_on_a_fork_made_at_its_head(
     store: Store,
 ) -> None:
     """SPEC 5: a provider drop told on main, then a fork at the head: the fork's first
     compile leaves out the same reply and its agent hears nothing new."""
-    sim = Simulator(script=calling_script())
-    runtime = runtime_on(sim, store)
-    ada = runtime.register(Agent("ada", THINKING_HEAD))
-    await ada.run_turn("hello")
-    await ada.run_turn("and more")
-    sim.force_drop(paths=["messages.1.content.0"], reason=ORGANIZATION_MISMATCH)
-    await ada.run_turn("once more")
+    sim, ada = await dropped_in_the_third_turn(store, "messages.1.content.0", PREFIX_MISMATCH)
     assert len(notice_texts(ada)) == 1
 
     async with ada.forked("what-if") as fork:
@@ -340,3 +352,26 @@ async def test_a_release_lowered_mid_round_holds_back_only_the_blocks_it_added(
         use = call.content[-1]
         cm.add_message("user", [{"type": "tool_result", "tool_use_id": use.id, "content": "ok"}])
     assert invalid_calls(sim) == []
+
+
+@pytest.mark.parametrize("reason", [ORGANIZATION_MISMATCH, END_USER_MISMATCH])
+async def test_a_block_dropped_for_its_organization_is_still_sent_so_later_replies_keep_theirs(
+    store: Store, reason: str
+) -> None:
+    """Issue 28 item 6: the provider drops reply X (another organization, or end user) in the
+    call that makes the open round's reply R, which records X before it. X is kept and sent again
+    after the round (dropped again at no cost): R and the round's closing reply keep their
+    reasoning on every later request, and the one loss is told once."""
+    sim, ada = await dropped_in_the_third_turn(
+        store, "messages.3.content.0", reason, "Please use tool read_log."
+    )
+    assert [c.reason for c in sim.calls[-2].dropped] == [reason]
+
+    sent = []
+    for text in ("what next?", "and then?"):
+        await ada.run_turn(text)
+        sent.append(len(thinking_signatures(sim.calls[-1].request)))
+
+    assert sent == [4, 5]  # every earlier reply's, the dropped one's included
+    assert invalid_calls(sim) == [f"status {200}"]  # only the forced drop's call
+    assert len(notice_texts(ada)) == 1

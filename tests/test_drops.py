@@ -309,8 +309,9 @@ def test_a_block_reported_twice_is_placed_once() -> None:
     assert place_thinking_drops(drops, provenance).placed_blocks == 1
 
 
-def test_prefix_organization_and_end_user_drops_are_released_and_model_drops_kept() -> None:
-    """The release policy: each reply from its lowest released block; model drops stay."""
+def test_prefix_drops_are_released_and_model_organization_and_end_user_drops_kept() -> None:
+    """The release policy: each reply from its lowest released block; drops checked before the
+    model (another model, organization or end user) stay (issue 28 item 6)."""
     provenance = (
         reply_entry("msg_1", {0: "a0", 1: "a1"}),
         reply_entry("msg_2", {0: "b0"}),
@@ -327,7 +328,7 @@ def test_prefix_organization_and_end_user_drops_are_released_and_model_drops_kep
 
     placed = place_thinking_drops(drops, provenance)
 
-    assert placed.releases() == (("msg_1", 0), ("msg_2", 0), ("msg_3", 0))
+    assert placed.releases() == (("msg_1", 0),)
     assert placed.reply_count == 4
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from helpers import invalid_calls, serve, thinking_signatures
 
-from context_manager import REASONING_LOSS_KIND, ContextManager, Store, ThinkingBlock
+from context_manager import REASONING_LOSS_KIND, ContextManager, InvalidValue, Store, ThinkingBlock
 from context_manager.adapters import AGENT_HEADER, gateway_app
 from context_manager.simulator import Simulator
 
@@ -281,3 +281,185 @@ def test_pending_writes_are_kept_once_and_in_the_order_langgraph_applies_them(
         ("t2", "b", 2),
     ]
     assert found.metadata == {"source": "input", "step": -1}
+
+
+def check_every_call_kept_its_thinking(sim: Simulator, *, calls: int, sent: int) -> None:
+    """``calls`` calls, all accepted, none dropping or refusing thinking, the last sending
+    ``sent`` thinking blocks."""
+    assert [call.status for call in sim.calls] == [200] * calls
+    assert [call.dropped for call in sim.calls] == [()] * calls
+    assert invalid_calls(sim) == []
+    assert len(thinking_signatures(sim.requests[-1])) == sent
+
+
+def two_questions(store: Store, gateway: tuple[str, Any]) -> tuple[TranscriptCheckpointer, Any]:
+    """A checkpointer and its graph after a tool loop and a plain question on thread "ada"."""
+    url, agents = gateway
+    saver = TranscriptCheckpointer(store, agents=agents)
+    app = graph(url, saver)
+    ask(app, "please use read_log")
+    ask(app, "hello")
+    return saver, app
+
+
+def record_ids(saver: TranscriptCheckpointer, thread_id: str = "ada") -> list[str]:
+    return [m.id for m in saver.records(thread_id).oldest_first()]
+
+
+def still_stored(store: Store, ids: list[str], thread_id: str = "ada") -> bool:
+    """Every record in ``ids`` can still be read from the store (hidden or not)."""
+    namespace = f"{thread_id}{RECORDS_SUFFIX}"
+    return all(store.get(namespace, message_id).id == message_id for message_id in ids)
+
+
+def checkpoint_ids(saver: TranscriptCheckpointer, thread_id: str) -> list[str]:
+    return [t.checkpoint["id"] for t in saver.list({"configurable": {"thread_id": thread_id}})]
+
+
+def test_a_copied_thread_has_every_checkpoint_and_its_replies_keep_their_thinking(
+    sim: Simulator, store: Store, gateway: tuple[str, Any]
+) -> None:
+    saver, _ = two_questions(store, gateway)
+    before = checkpoint_ids(saver, "ada")
+    saver.copy_thread("ada", "ada-copy")
+    assert checkpoint_ids(saver, "ada") == before  # the source is left as it is
+    assert checkpoint_ids(saver, "ada-copy") == before
+    copy: Any = {"configurable": {"thread_id": "ada-copy"}}
+    metadata = [t.metadata for t in saver.list(THREAD)]
+    assert [t.metadata for t in saver.list(copy)] == metadata
+    restarted = TranscriptCheckpointer(store)  # reads the copy's references from "ada"
+    loaded = restarted.get_tuple(copy)
+    assert loaded is not None
+    copied = loaded.checkpoint["channel_values"]["messages"]
+    assert signatures_of(copied) == recorded_signatures(store)
+    assert len(signatures_of(copied)) == 3
+    messages = graph(gateway[0], restarted).invoke({"messages": [HumanMessage("and now?")]}, copy)
+    assert len(messages["messages"]) == 8
+    check_every_call_kept_its_thinking(sim, calls=4, sent=3)  # every earlier reply's thinking
+
+
+def test_copying_a_thread_with_no_records_copies_nothing(store: Store) -> None:
+    saver = TranscriptCheckpointer(store)
+    saver.copy_thread("nobody", "ada-copy")
+    assert checkpoint_ids(saver, "ada-copy") == []
+
+
+def test_pruning_keeps_the_newest_checkpoint_with_its_thinking_and_hides_the_rest(
+    sim: Simulator, store: Store, gateway: tuple[str, Any]
+) -> None:
+    saver, app = two_questions(store, gateway)
+    newest = checkpoint_ids(saver, "ada")[0]
+    ids = record_ids(saver)
+    saver.prune(["ada", "nobody"])
+    assert checkpoint_ids(saver, "ada") == [newest]
+    assert still_stored(store, ids)  # hidden, not deleted
+    messages = app.get_state(THREAD).values["messages"]
+    assert signatures_of(messages) == recorded_signatures(store)
+    ask(app, "and once more, please use read_log")  # the graph goes on from the kept one
+    check_every_call_kept_its_thinking(sim, calls=5, sent=4)
+
+
+def test_pruning_keeps_the_newest_checkpoints_pending_writes(store: Store) -> None:
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    saver = TranscriptCheckpointer(store)
+    config: Any = {"configurable": {"thread_id": "ada", "checkpoint_ns": ""}}
+    for step in range(3):
+        checkpoint = {**empty_checkpoint(), "id": f"0000000{step}"}
+        config = saver.put(config, checkpoint, {"source": "loop", "step": step}, {})  # type: ignore[arg-type]
+        saver.put_writes(config, [("a", step)], task_id=f"t{step}")
+    saver.prune(["ada"], strategy="keep_latest")
+    found = saver.get_tuple({"configurable": {"thread_id": "ada"}})
+    assert found is not None
+    assert found.checkpoint["id"] == "00000002"
+    assert found.pending_writes == [("t2", "a", 2)]
+    assert found.metadata == {"source": "loop", "step": 2}
+
+
+def test_pruning_with_delete_hides_every_checkpoint_and_an_unknown_strategy_is_refused(
+    store: Store, gateway: tuple[str, Any]
+) -> None:
+    url, agents = gateway
+    saver = TranscriptCheckpointer(store, agents=agents)
+    ask(graph(url, saver), "hello")
+    ids = record_ids(saver)
+    with pytest.raises(InvalidValue, match="keep_latest"):
+        saver.prune(["ada"], strategy="keep_newest")
+    assert checkpoint_ids(saver, "ada") != []
+    saver.prune(["ada"], strategy="delete")
+    assert checkpoint_ids(saver, "ada") == []
+    assert still_stored(store, ids)
+
+
+def test_deleting_a_runs_checkpoints_hides_them_and_the_graph_goes_on_from_the_run_before(
+    sim: Simulator, store: Store, gateway: tuple[str, Any]
+) -> None:
+    url, agents = gateway
+    saver = TranscriptCheckpointer(store, agents=agents)
+    app = graph(url, saver)
+    for run, words in (("r1", "please use read_log"), ("r2", "hello")):
+        config: Any = {"configurable": {"thread_id": "ada", "run_id": run}}
+        app.invoke({"messages": [HumanMessage(words)]}, config)
+    ids = record_ids(saver)
+    saver.delete_for_runs(["r2", "r9"])
+    runs = {t.metadata.get("run_id") for t in saver.list(THREAD)}
+    assert runs == {"r1"}
+    assert still_stored(store, ids)
+    latest = saver.get_tuple(THREAD)
+    assert latest is not None
+    assert latest.pending_writes == []  # no write of the hidden run's checkpoints is left
+    assert len(app.get_state(THREAD).values["messages"]) == 4  # the first run's tool loop
+    ask(app, "something else")  # fewer messages than the gateway saw: a rewind
+    check_every_call_kept_its_thinking(sim, calls=4, sent=2)  # the first run's replies
+
+
+async def test_the_async_upkeep_methods_do_what_the_sync_ones_do(store: Store) -> None:
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    saver = TranscriptCheckpointer(store)
+    config: Any = {"configurable": {"thread_id": "ada", "checkpoint_ns": "", "run_id": "r1"}}
+    for step in range(2):
+        checkpoint = {**empty_checkpoint(), "id": f"0000000{step}"}
+        config = await saver.aput(config, checkpoint, {"step": step, "run_id": f"r{step}"}, {})  # type: ignore[arg-type]
+    await saver.acopy_thread("ada", "bob")
+    await saver.aprune(["ada"])
+    await saver.adelete_for_runs(["r0"])
+    assert checkpoint_ids(saver, "ada") == ["00000001"]
+    assert checkpoint_ids(saver, "bob") == ["00000001"]
+
+
+class FailingAppends:
+    """A real store whose ``append`` fails from the ``after``-th call on (``armed`` set)."""
+
+    def __init__(self, inner: Store, after: int) -> None:
+        self._inner = inner
+        self._after = after
+        self.armed = False
+
+    def append(self, *args: Any, **kwargs: Any) -> Any:
+        if self.armed:
+            self._after -= 1
+            if self._after <= 0:
+                raise OSError("disk full")
+        return self._inner.append(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def test_a_prune_that_fails_midway_leaves_the_thread_as_it_was(store: Store) -> None:
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    failing = FailingAppends(store, after=2)
+    saver = TranscriptCheckpointer(failing)
+    config: Any = {"configurable": {"thread_id": "ada", "checkpoint_ns": ""}}
+    for step in range(3):
+        checkpoint = {**empty_checkpoint(), "id": f"0000000{step}"}
+        config = saver.put(config, checkpoint, {"step": step}, {})  # type: ignore[arg-type]
+        saver.put_writes(config, [("a", step)], task_id=f"t{step}")
+    before = checkpoint_ids(saver, "ada")
+    failing.armed = True
+    with pytest.raises(OSError, match="disk full"):
+        saver.prune(["ada"])
+    assert checkpoint_ids(saver, "ada") == before
+    assert checkpoint_ids(TranscriptCheckpointer(store), "ada") == before  # after a restart

@@ -16,7 +16,7 @@ After every step four invariants are checked against the simulator's own records
    ``prefix_binding_mismatch`` the simulator reported follows a forced drop in the same request.
 2. Zero needless strips: every thinking block a compile newly left out of a rendered reply would
    not have verified at its place (``sim.verify_block``), except blocks the host released and
-   blocks released after a prefix, organization or end-user drop (SPEC 8: they are released for
+   blocks released after a prefix drop (SPEC 8: they are released for
    good, even though the simulator's one-shot forced drop would let them verify again), and
    blocks shed under a shedding window: valid, but a leading run (no thinking is sent before
    them, VENDOR_RULES 4), released for good. A branch made at an earlier point knows only the
@@ -92,9 +92,7 @@ from context_manager._model._head import HEAD_COMPONENTS
 from context_manager.runtime import Agent, RetryPolicy, Runtime, ToolFunction
 from context_manager.simulator import (
     DROP_REASONS,
-    END_USER_MISMATCH,
     MODEL_MISMATCH,
-    ORGANIZATION_MISMATCH,
     PREFIX_MISMATCH,
     InvalidRequest,
     Readability,
@@ -205,8 +203,9 @@ newest (inputs too) past a trigger, keep two and the ``grep`` results."""
 EDITED_RESULT = " The log goes on, line after line." * 6
 """What a tool result holds while editing is on, so clearing it saves tokens."""
 
-RELEASED_REASONS = frozenset({PREFIX_MISMATCH, ORGANIZATION_MISMATCH, END_USER_MISMATCH})
-"""SPEC 8: dropped blocks with these reasons are released for good; model drops are kept."""
+RELEASED_REASONS = frozenset({PREFIX_MISMATCH})
+"""SPEC 8: dropped blocks with this reason are released for good; model, organization and
+end-user drops are kept and sent again (issue 28 item 6: later blocks recorded them)."""
 
 BAD_EVENTS = frozenset(
     {
@@ -1099,7 +1098,7 @@ class ReliabilityMachine(RuleBasedStateMachine):
                     continue  # the host released it (SPEC 7)
                 if k >= _low(branch.drop_released, message.id, len(message.content)):
                     STATS["left_out:drop_release"] += 1
-                    continue  # released after a prefix/organization/end-user drop (SPEC 8)
+                    continue  # released after a prefix drop (SPEC 8)
                 after = [j for j, stored in blocks.items() if stored > k]
                 j = min(after) if after else max(blocks) + 1
                 try:
@@ -1393,7 +1392,7 @@ def test_a_thinking_block_cut_from_a_reply_released_earlier_is_not_counted_as_lo
 
 
 def test_a_thinking_block_cut_from_a_reply_whose_blocks_a_drop_released_stays_counted() -> None:
-    """A second sequence: an organization drop released both thinking blocks of a reply (each
+    """A second sequence: a prefix drop released both thinking blocks of a reply (each
     reported); the host cut out the first, and the second, one place lower, is still the block
     already counted."""
     t = TurnSpec
@@ -1413,7 +1412,7 @@ def test_a_thinking_block_cut_from_a_reply_whose_blocks_a_drop_released_stays_co
             lambda m: m.branch_at(
                 k=483,
                 switch=True,
-                then=t(3, PLAIN, "none", 1, 0, ("organization_binding_mismatch", 0)),
+                then=t(3, PLAIN, "none", 1, 0, ("prefix_binding_mismatch", 0)),
             ),
             lambda m: m.edit(what="drop_thinking", arg=172, then=t(0, PLAIN, "none", 1, 0, None)),
         ]

@@ -474,3 +474,22 @@ def test_when_releases_meet_the_lower_from_block_wins_on_every_store(store: Stor
     assert (lowered.from_block, lowered.reported, lowered.reported_from) == (1, False, 2)
     assert lowered.at_sequence == 11
     assert (lowered.reported_at(1), lowered.reported_at(2)) == (False, True)
+
+
+def test_a_failed_batch_takes_back_the_branches_it_made_hid_or_switched_to(store: Store) -> None:
+    """A batch is all or nothing for branches too, on every store."""
+    cm = ContextManager.open(store, namespace="ada")
+    cm.add_message("user", "hello")
+
+    def start_over_then_fail() -> None:
+        with store.batch():
+            made = store.create_branch("ada", "cleared-1")
+            store.set_current_branch("ada", made.ref.name)
+            store.delete_branch("ada", "main")
+            raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        start_over_then_fail()
+    assert [b.ref.name for b in store.branches("ada")] == ["main"]
+    assert store.current_branch_name("ada") == "main"
+    assert texts(ContextManager.open(store, namespace="ada")) == ["hello"]

@@ -28,13 +28,20 @@ ALLOWED_TYPE = "thinking_mismatch_allowed"
 KNOWN_TYPES = frozenset({DROPPED_TYPE, ALLOWED_TYPE})
 """Entry types the API documents; a ``thinking_mismatch_allowed`` block was sent, so no drop."""
 
-RELEASED_REASONS = frozenset(
-    {"prefix_binding_mismatch", "organization_binding_mismatch", "end_user_binding_mismatch"}
-)
-"""Reasons a block will never verify again: the prefix, organization or end user it binds."""
+RELEASED_REASONS = frozenset({"prefix_binding_mismatch"})
+"""Reasons a block will never verify again: the prefix it binds changed."""
 
-KEPT_REASONS = frozenset({"model_binding_mismatch"})
-"""Reasons a block may verify again: switching back to a model that reads it."""
+KEPT_REASONS = frozenset(
+    {"model_binding_mismatch", "organization_binding_mismatch", "end_user_binding_mismatch"}
+)
+"""Reasons checked before the model (provider rule 11): a block dropped for them costs nothing to
+send again, and the blocks made while it was sent recorded it before them, so leaving it out
+would break their order (issue 28 item 6). It is kept, and verifies again under a model, an
+organization or an end user it binds."""
+
+MODEL_REASON = "model_binding_mismatch"
+"""The one reason a compile can foresee: it sends a block the model cannot read on purpose
+(``CompileResult.unreadable``), so that drop is expected, not a new loss."""
 
 KNOWN_REASONS = RELEASED_REASONS | KEPT_REASONS
 
@@ -156,8 +163,9 @@ class PlacedDrops:
     def releases(self) -> tuple[tuple[MessageId, int], ...]:
         """``(message_id, from_block)`` to release, one per reply, by the release policy.
 
-        Prefix, organization and end-user drops are released (they never verify again);
-        model drops are kept (a model that reads them makes them usable again). A release
+        Prefix drops are released (they never verify again); model, organization and end-user
+        drops are kept (``KEPT_REASONS``: sent again they drop again at no cost, and the
+        blocks made after them keep their order). A release
         runs from its block on, so each reply gets its lowest released block.
         """
         lowest: dict[MessageId, int] = {}

@@ -4,9 +4,8 @@ Invariant (provider rule 6, issue 28 item 3): a release never changes what prece
 round's in-flight reply. Releases recorded since the round's turn began (unreported, with a
 known sequence) are held back from the render when applying them would leave out thinking
 that is kept without them: the in-flight reply's own (it goes out as recorded, released or
-not), or a block a gap would cost. A compile with no round open applies and reports them. A
-provider's organization or end-user drop recorded meanwhile waits the same way: sent again it
-is dropped again at no cost, and the blocks made after it keep their order (item 6). The held
+not), or a block a gap would cost. A compile with no round open applies and reports them. (A
+provider's organization or end-user drop is no release at all: it is kept, item 6.) The held
 render is never kept for the next compile, which judges afresh.
 """
 

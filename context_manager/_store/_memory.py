@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -152,7 +153,21 @@ class MemoryStore:
                 space.heads[record.key] = [
                     h for h in space.heads.get(parent, []) if as_of(h.at_sequence, fork_sequence)
                 ]
+            self._on_undo(lambda: self._uncreate(space, record.key))
             return record
+
+    @staticmethod
+    def _uncreate(space: _Namespace, key: str) -> None:
+        """A branch created in a batch that failed: gone, as if never made."""
+        for part in (space.branches, space.by_branch, space.release_history, space.releases):
+            part.pop(key, None)
+        space.left_out.pop(key, None)
+        space.heads.pop(key, None)
+
+    def _on_undo(self, undo: Callable[[], None]) -> None:
+        """Inside a batch, run ``undo`` if the batch fails (newest first)."""
+        if self._undo is not None:
+            self._undo.append(undo)
 
     def delete_branch(self, namespace: str, name: str) -> BranchRecord:
         with self._lock:
@@ -161,6 +176,7 @@ class MemoryStore:
                 if record.ref.name == name and not record.deleted:
                     gone = attrs.evolve(record, deleted=True)
                     space.branches[key] = gone
+                    self._on_undo(functools.partial(space.branches.__setitem__, key, record))
                     self._renders.pop((namespace, key), None)  # derived: never rendered again
                     return gone
             raise BranchNotFound(name, [b.ref.name for b in self._live(space)])
@@ -187,7 +203,9 @@ class MemoryStore:
 
     def set_current_branch(self, namespace: str, name: str) -> None:
         with self._lock:
-            self._space(namespace).current = name
+            space = self._space(namespace)
+            was, space.current = space.current, name
+            self._on_undo(lambda: setattr(space, "current", was))
 
     # messages
     def append(

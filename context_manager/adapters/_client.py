@@ -13,7 +13,7 @@ still never sends a block it knows fails.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -189,7 +189,14 @@ class _Managed:
         return getattr(self._client, name)
 
 
-class ManagedAsyncAnthropic(_Managed):
+if TYPE_CHECKING:  # a drop-in to type checkers: it is used wherever the real client is
+    from anthropic import Anthropic as _SyncClient
+    from anthropic import AsyncAnthropic as _AsyncClient
+else:
+    _SyncClient = _AsyncClient = object
+
+
+class ManagedAsyncAnthropic(_Managed, _AsyncClient):  # type: ignore[misc]
     """An ``anthropic.AsyncAnthropic`` for one agent, managed (see the module docstring).
 
     Args:
@@ -214,7 +221,7 @@ class ManagedAsyncAnthropic(_Managed):
         await self._client.close()
 
 
-class ManagedAnthropic(_Managed):
+class ManagedAnthropic(_Managed, _SyncClient):  # type: ignore[misc]
     """An ``anthropic.Anthropic`` (sync) for one agent, managed; the arguments are
     ``ManagedAsyncAnthropic``'s."""
 

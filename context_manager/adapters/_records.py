@@ -3,15 +3,16 @@
 Stateful (``Records``): one namespace of the store per framework thread or session, beside the
 agents' transcripts and never compiled. Each record is one stored message holding a JSON object,
 tagged with its ``kind``; records are appended, never rewritten. Invariants: nothing stored is
-lost (``reset`` and ``rewind`` start a branch and hide or keep the old one, as the library's own
-rewinds do); every read goes through the store's indexes by branch, kind and sequence.
+lost (``reset``, ``keep_only`` and ``rewind_before`` start a branch and hide or keep the old
+one, as the library's own rewinds do); every read goes through the store's indexes by branch,
+kind and sequence.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from context_manager._manager import ContextManager
@@ -88,9 +89,17 @@ class Records:
                 return
             upto, page = found[-1].sequence - 1, page * 2
 
-    def oldest_first(self, kind: str) -> Iterator[StoredMessage]:
-        """Every record of ``kind``, oldest first."""
+    def oldest_first(self, kind: str | None = None) -> Iterator[StoredMessage]:
+        """Every record of ``kind`` (of every kind when ``None``), oldest first."""
         yield from self.cm.messages(kind=kind)
+
+    def keep_only(self, kept: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        """Start over on a branch holding only ``kept`` (``(kind, record)`` pairs, appended
+        again in their order); the old branch is hidden, its records stay stored. Cost:
+        O(kept)."""
+        self.reset()
+        for kind, record in kept:
+            self.add(kind, record)
 
     def reset(self) -> None:
         """Start over on an empty branch; the old one is hidden (its records stay stored)."""

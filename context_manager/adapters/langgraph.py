@@ -12,15 +12,18 @@ transcript does not hold) are kept as the graph wrote them.
 Invariants: the checkpointer only reads the agent's transcript, never writes it (the model
 calls are its one writer); a reply is referenced only when its words and tool calls are the
 graph's copy's (an edited reply is kept as the graph wrote it); records are appended, never
-rewritten, and ``delete_thread`` hides a thread's records (they stay stored) and leaves the
-agent's transcript as it is. Cost: a checkpoint is found from the newest record back (read a
-page at a time: the newest is O(log n)), and its
-pending writes are read from the thread's write records (O(records of the thread));
-``list`` reads the write records once per thread.
+rewritten; ``delete_thread``, ``prune`` and ``delete_for_runs`` hide records (on a branch of the
+thread's records the reads no longer see: they stay stored) and leave the agents' transcripts as
+they are; ``copy_thread`` appends the source's records to the target, its replies still
+references into the source agent's transcript. Cost: a checkpoint is found from the newest
+record back (read a page at a time: the newest is O(log n)), and its pending writes are read
+from the thread's write records (O(records of the thread)); ``list`` reads the write records
+once per thread.
 """
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -45,7 +48,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from context_manager._manager import ContextManager
 from context_manager._model._canonical import signature_digest
 from context_manager._model._content import block_to_wire
-from context_manager._model._errors import MessageNotFound
+from context_manager._model._errors import InvalidValue, MessageNotFound
 from context_manager._model._log import library_logger
 from context_manager._model._messages import StoredMessage
 from context_manager._reconcile._apply import library_owned
@@ -54,15 +57,26 @@ from context_manager._store._protocol import Store
 
 from ._agents import ManagedAgents
 from ._records import Records, decoded, encoded, record_of
+from ._upkeep import (
+    CHECKPOINT_KIND,
+    PRUNE_STRATEGIES,
+    WRITES_KIND,
+    Entry,
+    latest_per_namespace,
+    pointing_into,
+    without_checkpoints,
+)
 
-__all__ = ["CHECKPOINT_KIND", "RECORDS_SUFFIX", "WRITES_KIND", "TranscriptCheckpointer"]
+__all__ = [
+    "CHECKPOINT_KIND",
+    "PRUNE_STRATEGIES",
+    "RECORDS_SUFFIX",
+    "WRITES_KIND",
+    "TranscriptCheckpointer",
+]
 
 log = library_logger("context_manager.adapters.langgraph")
 
-CHECKPOINT_KIND = "langgraph-checkpoint"
-"""``metadata.kind`` of a stored checkpoint record."""
-WRITES_KIND = "langgraph-writes"
-"""``metadata.kind`` of a stored record of pending writes."""
 RECORDS_SUFFIX = "#langgraph"
 """A thread's records live in namespace ``thread_id + RECORDS_SUFFIX``."""
 
@@ -193,7 +207,9 @@ class TranscriptCheckpointer(BaseCheckpointSaver[str]):
 
     def transcript(self, thread_id: str) -> ContextManager:
         """The context of the agent whose transcript holds ``thread_id``'s replies."""
-        namespace = self.agent(thread_id)
+        return self._context(self.agent(thread_id))
+
+    def _context(self, namespace: str) -> ContextManager:
         if self.agents is not None:
             return self.agents.context(namespace)
         with self._lock:
@@ -221,13 +237,18 @@ class TranscriptCheckpointer(BaseCheckpointSaver[str]):
         return items
 
     def _decode(self, thread_id: str, items: Sequence[dict[str, Any]]) -> list[BaseMessage]:
-        cm: ContextManager | None = None
+        """The messages channel back: each reference loaded from the transcript it points into
+        (the thread's agent's, or the one a copied thread's item names)."""
+        contexts: dict[str, ContextManager] = {}
         out: list[BaseMessage] = []
         for item in items:
             message = self.serde.loads_typed(decoded(item["lc"]))
             reply_id = item.get("reply")
             if reply_id is not None:
-                cm = cm or self.transcript(thread_id)
+                namespace = str(item.get("agent") or self.agent(thread_id))
+                cm = contexts.get(namespace)
+                if cm is None:
+                    cm = contexts[namespace] = self._context(namespace)
                 try:
                     recorded = cm.get_message(str(reply_id))
                 except MessageNotFound:
@@ -414,6 +435,85 @@ class TranscriptCheckpointer(BaseCheckpointSaver[str]):
         with self._lock:
             self.records(str(thread_id)).reset()
 
+    # upkeep: LangGraph's copy, prune and delete-for-runs; what they remove is hidden, on a
+    # branch of the thread's records the reads no longer see, and stays stored
+    def _known(self, thread_id: str) -> bool:
+        return f"{thread_id}{RECORDS_SUFFIX}" in self.store.namespaces()
+
+    def _entries(self, thread_id: str) -> Sequence[Entry]:
+        return [
+            (str(m.metadata.kind), record_of(m)) for m in self.records(thread_id).oldest_first()
+        ]
+
+    @contextlib.contextmanager
+    def _all_or_nothing(self, thread_id: str) -> Iterator[Records]:
+        """The thread's records, written in one batch: a failure leaves the thread as it was."""
+        try:
+            with self.store.batch():
+                yield self.records(thread_id)
+        except BaseException:
+            self._records.pop(thread_id, None)  # read again from the store, as it is
+            raise
+
+    def _keep(self, thread_id: str, select: Callable[[Sequence[Entry]], Sequence[Entry]]) -> None:
+        with self._lock:
+            entries = self._entries(thread_id)
+            kept = select(entries)
+            if len(kept) == len(entries):
+                return  # nothing to hide: the thread is left as it is
+            with self._all_or_nothing(thread_id) as records:
+                records.keep_only(kept)
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Append every checkpoint and pending write of the source thread to the target, in
+        order, with their ids and metadata. The copy's replies stay references into the source
+        agent's transcript (loaded back with their recorded thinking); the source is left as
+        it is, and a source with no records copies nothing. Cost: O(records of the source)."""
+        source, target = str(source_thread_id), str(target_thread_id)
+        if source == target or not self._known(source):
+            return
+        with self._lock:
+            namespace = self.agent(source)
+            copied = [pointing_into(e, namespace) for e in self._entries(source)]
+            with self._all_or_nothing(target) as records:
+                for kind, record in copied:
+                    records.add(kind, record)
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """``"keep_latest"``: only the newest checkpoint of each ``checkpoint_ns`` and its
+        pending writes are left; ``"delete"``: none (``delete_thread``). What goes is hidden
+        and stays stored; the agents' transcripts are left as they are. As LangGraph warns, a
+        graph with a ``DeltaChannel`` needs the checkpoints a kept one's deltas go back to:
+        do not prune it. Cost: O(records of each thread).
+
+        Raises:
+            InvalidValue: ``strategy`` is not one of ``PRUNE_STRATEGIES``.
+        """
+        if strategy not in PRUNE_STRATEGIES:
+            raise InvalidValue(f"strategy must be one of {PRUNE_STRATEGIES}, got {strategy!r}")
+        for thread_id in map(str, thread_ids):
+            if not self._known(thread_id):
+                continue
+            if strategy == "delete":
+                self.delete_thread(thread_id)
+            else:
+                self._keep(thread_id, latest_per_namespace)
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Hide, in every thread, the checkpoints whose metadata names one of ``run_ids``
+        (``run_id``) and their pending writes; they stay stored. Cost: O(records of every
+        thread)."""
+        runs = {str(run) for run in run_ids}
+        if not runs:
+            return
+
+        def in_runs(entry: Entry) -> bool:
+            metadata = self.serde.loads_typed(decoded(entry[1]["metadata"]))
+            return str(metadata.get("run_id")) in runs
+
+        for thread_id in self._threads(None):
+            self._keep(thread_id, lambda entries: without_checkpoints(entries, in_runs))
+
     def get_next_version(self, current: str | None, channel: None) -> str:
         return _next_version(current)
 
@@ -453,3 +553,12 @@ class TranscriptCheckpointer(BaseCheckpointSaver[str]):
 
     async def adelete_thread(self, thread_id: str) -> None:
         self.delete_thread(thread_id)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        self.copy_thread(source_thread_id, target_thread_id)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        self.prune(thread_ids, strategy=strategy)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self.delete_for_runs(run_ids)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
+import anthropic
 import attrs
 
 from context_manager import (
@@ -124,6 +125,8 @@ async def main() -> None:
     print(reconciled.request["messages"], done)
     managed = ManagedAsyncAnthropic(client, MemoryStore(), agent=("ada", "main"))
     print(managed.context("ada").current_branch().name, managed.agents.waiting("ada"))
+    injected: anthropic.AsyncAnthropic = managed  # a drop-in where a framework takes a client
+    print(injected.base_url)
 
     def heard(piece: UntrustedText) -> None:
         print(piece.value)
