@@ -1,5 +1,5 @@
-"""The branch and binding-record statements, written once for both SQL stores and rendered per
-dialect.
+"""The branch, message-write and binding-record statements, written once for both SQL stores
+and rendered per dialect.
 
 Each statement is a template with named parameters (``{ns}``, ``{branch}``, ...); the only
 per-dialect part is how a parameter is written (``:ns`` for ``sqlite3``, ``%(ns)s`` for
@@ -155,8 +155,8 @@ _TEMPLATES: dict[str, str] = {
 
 @attrs.frozen
 class Statements:
-    """The binding record's statements in one dialect. Each takes a mapping of its named
-    parameters (an ``executemany`` a sequence of them).
+    """The statements in one dialect. Each takes a mapping of its named parameters (an
+    ``executemany`` a sequence of them).
 
     Attributes:
         fork: ``create_branch``'s inheritance (SPEC 5), in order: the releases as of the fork
