@@ -10,7 +10,6 @@ import hashlib
 from typing import Any
 
 from context_manager import ContextManager, Head, block_to_wire
-from context_manager._binding import parse_stamp
 from context_manager._binding._chain import CHAIN_SEED, block_bytes
 from context_manager._compile._message import render_message
 from context_manager._compile._render import (
@@ -41,11 +40,11 @@ def full_recompile(cm: ContextManager, head: Head, *, window_tokens: int) -> lis
     """
     store, namespace = cm.store, cm.namespace
     history = store.read(namespace, cm.lineage())
-    raw = store.stamps(
+    found = store.stamps(
         namespace,
         [m.id for m in history if m.role == "assistant" and any(map(is_thinking, m.content))],
     )
-    stamps = {k: s for k, v in raw.items() if (s := parse_stamp(v)) is not None}
+    stamps = {k: s for k, s in found.items() if s is not None}
     spans: list[Span] = []
     digests: list[bytes] = []
     for message in history:

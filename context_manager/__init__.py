@@ -79,6 +79,7 @@ from ._model._readability import (
     documented_readability,
 )
 from ._model._results import CompileResult, ProvenanceEntry, Source, ThinkingStrip
+from ._model._stamps import BlockStamp, LegacyStamp, Stamp, parse_stamp, stamp_to_json
 from ._model._usage import CallUsage, usage_of
 from ._reasoning._audit import AuditResult, ReasoningPart, UntrustedText, read_reasoning
 from ._reasoning._capture import ReasoningCapture, warn_if_reasoning_unconfigured
@@ -88,7 +89,18 @@ from ._reconcile import FrameworkParamsInvalid, Reconciliation
 from ._store._hold import Hold
 from ._store._memory import MemoryStore
 from ._store._postgres import PostgresStore
-from ._store._protocol import BranchRecord, BranchRef, Store, branch_key
+from ._store._protocol import (
+    BindingSerials,
+    BindingStore,
+    BranchRecord,
+    BranchRef,
+    HoldStore,
+    MessageStore,
+    ReadsTogether,
+    SnapshotStore,
+    Store,
+    branch_key,
+)
 from ._store._sqlite import SQLiteStore
 from ._telemetry import Telemetry
 
@@ -100,7 +112,10 @@ __all__ = [
     "AgentNotRegistered",
     "ApiTokenCounter",
     "AuditResult",
+    "BindingSerials",
+    "BindingStore",
     "Block",
+    "BlockStamp",
     "BranchExists",
     "BranchInUse",
     "BranchNotFound",
@@ -123,6 +138,7 @@ __all__ = [
     "FrameworkParamsInvalid",
     "Head",
     "Hold",
+    "HoldStore",
     "ImageBlock",
     "InFlightThinkingInvalid",
     "InvalidBranchName",
@@ -130,12 +146,14 @@ __all__ = [
     "InvalidHead",
     "InvalidType",
     "InvalidValue",
+    "LegacyStamp",
     "LibraryLogger",
     "MemoryReasoningStore",
     "MemoryStore",
     "MessageId",
     "MessageMeta",
     "MessageNotFound",
+    "MessageStore",
     "NotADatabase",
     "OverBudget",
     "Passthrough",
@@ -144,6 +162,7 @@ __all__ = [
     "PrefixCheck",
     "ProvenanceEntry",
     "Readability",
+    "ReadsTogether",
     "ReasoningCapture",
     "ReasoningEvent",
     "ReasoningPart",
@@ -155,7 +174,9 @@ __all__ = [
     "SQLiteReasoningStore",
     "SQLiteStore",
     "SchemaTooNew",
+    "SnapshotStore",
     "Source",
+    "Stamp",
     "Store",
     "StoreBusy",
     "StorePathError",
@@ -186,12 +207,14 @@ __all__ = [
     "estimate_tokens",
     "library_logger",
     "parse_input_transformations",
+    "parse_stamp",
     "place_thinking_drops",
     "read_reasoning",
     "render_cache_bytes",
     "render_cache_limit",
     "set_render_cache_limit",
     "set_render_snapshots",
+    "stamp_to_json",
     "usage_of",
     "warn_if_reasoning_unconfigured",
 ]

@@ -361,7 +361,7 @@ class FailingStore(MemoryStore):
         content: Any,
         metadata: MessageMeta,
         *,
-        stamp: dict[str, Any] | None = None,
+        stamp: Any = None,
         signatures: Any = (),
     ) -> StoredMessage:
         self.appends += 1

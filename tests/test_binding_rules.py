@@ -37,7 +37,7 @@ from context_manager._binding import (
     judge,
     parse_stamp,
 )
-from context_manager._model._process import PROCESS
+from context_manager._model._stamps import stamp_to_json
 from notices import ReasoningLossTeller
 from notices._turn import TurnState
 
@@ -288,6 +288,14 @@ def test_a_stored_stamp_is_read_into_per_block_entries() -> None:
     assert parse_stamp(legacy) == LegacyStamp(None, {"system": "s"}, {1: "c"})
 
 
+def test_a_stamp_written_as_a_store_keeps_it_reads_back_equal() -> None:
+    current = parse_stamp({"v": 2, "model": "m", "head": {}, "seals": {"3": "a"}, "pred": {}})
+    legacy = LegacyStamp("m", {"system": "s"}, {1: "c"})
+    for stamp in (current, legacy):
+        assert stamp is not None
+        assert parse_stamp(stamp_to_json(stamp)) == stamp
+
+
 @pytest.mark.parametrize(
     "raw",
     [
@@ -298,13 +306,17 @@ def test_a_stored_stamp_is_read_into_per_block_entries() -> None:
         pytest.param(["v", 2], id="not-an-object"),
     ],
 )
-def test_a_malformed_stamp_reads_as_none_and_is_logged_once(raw: object) -> None:
-    PROCESS.stamp_warnings.clear()
+def test_a_malformed_stamp_reads_as_none_and_is_logged_once_per_row(raw: object) -> None:
+    logged: set[tuple[object, ...]] = set()
     with capture_logs() as logs:
-        assert parse_stamp(raw, "m1") is None
-        assert parse_stamp(raw, "m2") is None
-    (warning,) = [e for e in logs if e["event"] == "stamp_unreadable"]
-    assert (warning["message_id"], warning["log_level"]) == ("m1", "warning")
+        assert parse_stamp(raw, "m1", logged=logged) is None
+        assert parse_stamp(raw, "m1", logged=logged) is None
+        assert parse_stamp(raw, "m2", logged=logged) is None
+    warnings = [e for e in logs if e["event"] == "stamp_unreadable"]
+    assert [(w["message_id"], w["log_level"]) for w in warnings] == [
+        ("m1", "warning"),
+        ("m2", "warning"),
+    ]
 
 
 # left out versus released (SPEC 7)

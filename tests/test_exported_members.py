@@ -199,3 +199,31 @@ def test_no_name_a_user_depends_on_was_removed(package: ModuleType) -> None:
     assert missing == set()
     for name in CONTRACT[package.__name__]:
         assert getattr(package, name) is not None
+
+
+STORE_PARTS = (
+    "MessageStore",
+    "BindingStore",
+    "BindingSerials",
+    "ReadsTogether",
+    "SnapshotStore",
+    "HoldStore",
+    "Store",
+)
+
+
+@pytest.mark.parametrize("part", STORE_PARTS)
+def test_each_part_of_the_store_protocol_is_public_with_every_method_documented(
+    part: str,
+) -> None:
+    """A store of one's own implements these (docs/stores.md): each is exported, and each of
+    its methods says what it must do."""
+    assert part in context_manager.__all__
+    protocol = getattr(context_manager, part)
+    methods = [
+        name
+        for name in dir(protocol)
+        if not name.startswith("_") and inspect.isfunction(getattr(protocol, name))
+    ]
+    assert methods
+    assert [m for m in methods if not inspect.getdoc(getattr(protocol, m))] == []

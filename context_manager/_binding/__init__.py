@@ -5,6 +5,16 @@ Pure functions over ``_model`` and ``_store`` values; nothing here writes.
 
 from __future__ import annotations
 
+from context_manager._model._stamps import (
+    LEGACY_STAMP_VERSION,
+    STAMP_VERSION,
+    AnyStamp,
+    BlockStamp,
+    LegacyStamp,
+    Stamp,
+    parse_stamp,
+)
+
 from ._chain import (
     CHAIN_SEED,
     THINKING_TYPES,
@@ -36,15 +46,6 @@ from ._drops import (
     place_thinking_drops,
 )
 from ._stamp import ReplyStamp, stamp_reply, wire_message
-from ._stamp_read import (
-    LEGACY_STAMP_VERSION,
-    STAMP_VERSION,
-    AnyStamp,
-    BlockStamp,
-    LegacyStamp,
-    Stamp,
-    parse_stamp,
-)
 from ._validity import (
     KEEP,
     PREFIX_COMPONENTS,

@@ -8,7 +8,7 @@ provider dropped (an unreadable model, another organization) is still in the req
 still counts (provider rules 4, 8). A stamp (version 2) names the producing model and binds the
 head's digests too. Version-1 stamps sealed every block sent before a thinking block, earlier
 thinking included: they verify only where all of that is sent as it was
-(``_validity.judge_legacy``). Reading a stored stamp is ``_stamp_read``'s.
+(``_validity.judge_legacy``). Reading a stored stamp is ``_model._stamps``'s.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from context_manager._model._content import Block, block_to_wire, is_thinking, s
 from context_manager._model._errors import InvalidType
 from context_manager._model._messages import StoredMessage
 from context_manager._model._results import CompileResult
+from context_manager._model._stamps import BlockStamp, Stamp
 
 from ._chain import (
     block_bytes,
@@ -33,14 +34,13 @@ from ._chain import (
     seal_bytes,
     wire_content,
 )
-from ._stamp_read import STAMP_VERSION
 
 
 @attrs.frozen
 class ReplyStamp:
     """A reply's stamp, its signature digests, and the thinking blocks with no signature."""
 
-    stamp: dict[str, Any]
+    stamp: Stamp
     signatures: tuple[str, ...]
     unsigned: tuple[int, ...]
 
@@ -62,9 +62,7 @@ def stamp_reply(
     token = result._token
     chain = chain_of_messages(extra_messages, start=token.end_chain)
     predecessor = last_signature(extra_messages) or token.end_predecessor
-    seals: dict[str, str] = {}
-    owns: dict[str, str] = {}
-    preds: dict[str, str | None] = {}
+    blocks_stamped: dict[int, BlockStamp] = {}
     signatures: list[str] = []
     unsigned: list[int] = []
     for index, block in enumerate(blocks):
@@ -73,24 +71,22 @@ def stamp_reply(
             signature = signature_of(block)
             if signature:
                 canonical = block_bytes(wire)
-                seals[str(index)] = seal_bytes(chain, canonical)
-                owns[str(index)] = own_digest(canonical)
-                preds[str(index)] = predecessor
+                blocks_stamped[index] = BlockStamp(
+                    seal_bytes(chain, canonical), predecessor, own_digest(canonical)
+                )
                 predecessor = signature_digest(signature)
                 signatures.append(predecessor)
             else:
                 unsigned.append(index)
         else:
             chain = feed_block(chain, "assistant", wire)
-    stamp = {
-        "v": STAMP_VERSION,
-        "model": str(result.request.get("model", "")),
-        "head": dict(token.head_digests),
-        "seals": seals,
-        "pred": preds,
-        "own": owns,  # each block alone: judged so on a model that runs no prefix check
-        "start": token.start_sequence,  # where its window started (a later branch's start)
-    }
+    stamp = Stamp(
+        model=str(result.request.get("model", "")),
+        head=dict(token.head_digests),
+        blocks=blocks_stamped,
+        owns=True,  # each block alone: judged so on a model that runs no prefix check
+        start=token.start_sequence,  # where its window started (a later branch's start)
+    )
     return ReplyStamp(stamp, tuple(signatures), tuple(unsigned))
 
 

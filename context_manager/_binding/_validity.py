@@ -9,7 +9,7 @@ provider drops it without an error, and it stays in the request, so the blocks m
 stay in order and a switch back to a model that reads it reads them all), and it is reported
 as lost for this request. A model that does not run the prefix check (provider rule 10) is
 judged by the model check alone (``judge_unchecked``): nothing before a block can stop it.
-The judges take parsed stamps (``_stamp_read.Stamp``, ``LegacyStamp``), never stored JSON.
+The judges take parsed stamps (``_model._stamps.Stamp``, ``LegacyStamp``), never stored JSON.
 """
 
 from __future__ import annotations
@@ -21,8 +21,7 @@ import attrs
 
 from context_manager._model._head import HEAD_COMPONENTS
 from context_manager._model._readability import Readability
-
-from ._stamp_read import AnyStamp, LegacyStamp, Stamp
+from context_manager._model._stamps import AnyStamp, LegacyStamp, Stamp
 
 Verdict = Literal["keep", "unread", "head", "prefix", "gap", "unstamped"]
 """``unread``: valid, but the requested model cannot read it (sent; lost for this request);
@@ -182,7 +181,7 @@ def judge_unchecked(
     Returns ``None`` when the stamp has no per-block digests and the reply may have been
     edited: the caller then judges it as on a model that checks (the conservative reading).
 
-    >>> from context_manager._binding._stamp_read import BlockStamp
+    >>> from context_manager._model._stamps import BlockStamp
     >>> same = lambda reader, producer: reader == producer
     >>> def made_by(model, own=True):
     ...     return Stamp(model, {}, {0: BlockStamp("s", None, "d" if own else None)}, own)

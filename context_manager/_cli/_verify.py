@@ -28,7 +28,6 @@ from typing import Any, TextIO
 import anthropic
 import attrs
 
-from context_manager._binding._stamp_read import parse_stamp
 from context_manager._compile._stage_finish import BINDING_BETA
 from context_manager._manager import ContextManager
 from context_manager._model._content import is_thinking
@@ -205,7 +204,7 @@ def _head_at(
     """The head ``reply`` was made under, when the store records it: the first candidate whose
     ``system`` and ``tools`` digests are the stamp's; the model given, else the reply's own.
     ``None``: none matches."""
-    stamp = parse_stamp(cm.store.stamps(cm.namespace, [reply.id]).get(reply.id))
+    stamp = cm.store.stamps(cm.namespace, [reply.id]).get(reply.id)
     model = args.model or (stamp.model if stamp is not None else None) or DEFAULT_MODEL
     made = stamp.head if stamp is not None else None
     for system, tools in candidates:

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from context_manager._binding._stamp_read import Stamp, parse_stamp
 from context_manager._model._content import ToolUseBlock, block_to_wire
 from context_manager._model._messages import StoredMessage
+from context_manager._model._stamps import Stamp
 from context_manager._store._protocol import Lineage
 
 from ._fold import SUMMARY_KIND, answers_tools
@@ -117,7 +117,7 @@ def made_at(
     ``spans``: newest first. One stamp read."""
     if reply is None:
         return None
-    stamp = parse_stamp(m.store.stamps(m.namespace, [reply.id]).get(reply.id))
+    stamp = m.store.stamps(m.namespace, [reply.id]).get(reply.id)
     start = stamp.start if isinstance(stamp, Stamp) else None
     if start is None or not base <= start <= reply.sequence:
         return None

@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from context_manager._binding._chain import block_bytes, own_digest, seal_bytes
-from context_manager._binding._stamp_read import AnyStamp, LegacyStamp, Stamp
 from context_manager._binding._validity import (
     head_changes,
     judge,
@@ -22,6 +21,7 @@ from context_manager._binding._validity import (
 )
 from context_manager._model._content import Block, signature_of
 from context_manager._model._messages import StoredMessage
+from context_manager._model._stamps import AnyStamp, LegacyStamp, Stamp
 from context_manager._store._protocol import Release
 
 from ._render import RenderContext, StripReason

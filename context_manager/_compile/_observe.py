@@ -18,11 +18,11 @@ import attrs
 
 from context_manager._binding._chain import own_digest
 from context_manager._binding._drops import DROPPED_TYPE, allowed_paths
-from context_manager._binding._stamp_read import Stamp
 from context_manager._binding._validity import made_as, producer_readable
 from context_manager._model._log import library_logger
 from context_manager._model._messages import StoredMessage
 from context_manager._model._results import CompileResult
+from context_manager._model._stamps import Stamp
 
 from ._render import RenderContext
 

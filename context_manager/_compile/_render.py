@@ -20,7 +20,6 @@ from context_manager._binding._chain import (
     feed_block,
     is_wire_thinking,
 )
-from context_manager._binding._stamp_read import AnyStamp
 from context_manager._model._content import (
     Block,
     ImageBlock,
@@ -36,6 +35,7 @@ from context_manager._model._log import library_logger
 from context_manager._model._messages import MessageId, StoredMessage
 from context_manager._model._readability import Readability, documented_readability
 from context_manager._model._results import ProvenanceEntry, ProvenanceKind, Source
+from context_manager._model._stamps import AnyStamp
 from context_manager._store._protocol import Release
 
 log = library_logger("context_manager.render")
@@ -118,7 +118,8 @@ class RenderContext:
     bound: tuple[str, ...]
     releases: Mapping[MessageId, Release]
     stamps: Mapping[MessageId, AnyStamp]
-    """Each stamped reply's parsed stamp (``_binding._stamp_read``); absent: unstamped."""
+    """Each stamped reply's stamp, as the store parsed it (``_model._stamps``); absent:
+    unstamped."""
     estimator: Callable[[Any], int]
     resolve: Callable[[Block], Block | None] | None = None
     """Turns a stored thinking block back into the block as sent (reasoning sidecar); ``None``

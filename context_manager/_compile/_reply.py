@@ -11,6 +11,7 @@ from context_manager._model._errors import InvalidType, InvalidValue
 from context_manager._model._log import library_logger
 from context_manager._model._messages import MessageMeta, StoredMessage
 from context_manager._model._results import CompileResult
+from context_manager._model._stamps import Stamp
 from context_manager._model._usage import reply_extra
 
 from ._host import CompileHost
@@ -25,7 +26,7 @@ def store_reply(
     *,
     appended: Sequence[object],
     extra: Mapping[str, Any] | None = None,
-) -> tuple[StoredMessage, dict[str, Any]]:
+) -> tuple[StoredMessage, Stamp]:
     """Store an assistant reply, stamping each thinking block against what produced it;
     returns it and its stamp.
 

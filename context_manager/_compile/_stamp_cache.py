@@ -1,20 +1,20 @@
-"""The compiler's bounded stamp cache: stamps read from the store, by reply id, parsed.
+"""The compiler's bounded stamp cache: stamps read from the store, by reply id, as the store
+parsed them.
 
-The one place the compiler reads stamps from the store: each stored stamp is parsed once here
-(``_binding._stamp_read.parse_stamp``; a corrupt or unknown one is held as absent, i.e.
-unstamped). Bounded by ``limit``: past it, the oldest stamps not needed by the render at hand
-are evicted (re-read on demand); a stamp the render is about to read is never evicted. Stamps
-made under one head share one ``head`` dict and model string (a window's stamps mostly repeat
-them).
+The one place the compiler reads stamps from the store: the store returns them typed
+(``Store.stamps``, parsed once at that boundary); one it could not read (``None``) is held as
+absent, i.e. unstamped. Nothing here parses. Bounded by ``limit``: past it, the oldest stamps
+not needed by the render at hand are evicted (re-read on demand); a stamp the render is about
+to read is never evicted. Stamps made under one head share one ``head`` mapping and model
+string (a window's stamps mostly repeat them).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
 
-from context_manager._binding._stamp_read import AnyStamp, LegacyStamp, Stamp, parse_stamp
 from context_manager._model._messages import MessageId
+from context_manager._model._stamps import AnyStamp, LegacyStamp, Stamp
 
 STAMP_CACHE_LIMIT = 100_000
 """Stamps kept in memory per manager; past it the oldest not needed now are evicted (re-read on
@@ -28,7 +28,7 @@ class StampCache:
         self.limit = limit
         self.stamps: dict[MessageId, AnyStamp] = {}
         """The stamps (what a ``RenderContext`` reads)."""
-        self._heads: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+        self._heads: dict[tuple[tuple[str, str], ...], Mapping[str, str]] = {}
         self._models: dict[str, str] = {}
 
     def __len__(self) -> int:
@@ -48,14 +48,14 @@ class StampCache:
         for message_id in message_ids:
             self.stamps.pop(message_id, None)
 
-    def put(self, message_id: MessageId, stamp: Mapping[str, Any]) -> None:
-        """Hold the stamp just written for ``message_id`` (a stored stamp's JSON object)."""
+    def put(self, message_id: MessageId, stamp: AnyStamp) -> None:
+        """Hold the stamp just written for ``message_id``."""
         self._hold(message_id, stamp)
 
     def load(
         self,
         needed: Sequence[MessageId],
-        read: Callable[[list[MessageId]], Mapping[MessageId, Mapping[str, Any]]],
+        read: Callable[[list[MessageId]], Mapping[MessageId, AnyStamp | None]],
     ) -> None:
         """Make sure every stamp in ``needed`` is held (reading the missing ones with ``read``,
         the store's ``stamps``), evicting the oldest others first when over the limit."""
@@ -66,26 +66,27 @@ class StampCache:
             for mid in [k for k in self.stamps if k not in keep][:overflow]:
                 del self.stamps[mid]
         if wanted:
-            for message_id, raw in read(wanted).items():
-                self._hold(message_id, raw)
+            for message_id, stamp in read(wanted).items():
+                self._hold(message_id, stamp)
 
-    def _hold(self, message_id: MessageId, raw: Mapping[str, Any]) -> None:
-        stamp = parse_stamp(self._shared(raw), message_id)
+    def _hold(self, message_id: MessageId, stamp: AnyStamp | None) -> None:
         if stamp is None:
             self.stamps.pop(message_id, None)
         else:
-            self.stamps[message_id] = stamp
+            self.stamps[message_id] = self._shared(stamp)
 
-    def _shared(self, raw: Mapping[str, Any]) -> Mapping[str, Any]:
-        """``raw`` with the shared ``head`` dict and model string, when it has them."""
-        head, model = raw.get("head"), raw.get("model")
-        if not isinstance(raw, dict):
-            return raw
-        if isinstance(head, dict) and all(isinstance(v, str) for v in head.values()):
-            raw["head"] = self._heads.setdefault(tuple(sorted(head.items())), head)
-        if isinstance(model, str):
-            raw["model"] = self._models.setdefault(model, model)
-        return raw
+    def _shared(self, stamp: AnyStamp) -> AnyStamp:
+        """``stamp`` with the shared ``head`` mapping and model string (a window's stamps
+        mostly repeat them); a new value only when it held its own copies."""
+        head = self._heads.setdefault(tuple(sorted(stamp.head.items())), stamp.head)
+        model = stamp.model
+        if model is not None:
+            model = self._models.setdefault(model, model)
+        if head is stamp.head and model is stamp.model:
+            return stamp
+        if isinstance(stamp, Stamp):  # the constructor: a third of ``attrs.evolve``'s cost
+            return Stamp(model, head, stamp.blocks, stamp.owns, stamp.start)
+        return LegacyStamp(model, head, stamp.seals)
 
     def _check(self) -> None:
         for message_id, stamp in self.stamps.items():

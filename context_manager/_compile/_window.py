@@ -14,10 +14,10 @@ from typing import Any
 import attrs
 
 from context_manager._binding._chain import CHAIN_SEED, LEGACY_CHAIN_SEED
-from context_manager._binding._stamp_read import LegacyStamp
 from context_manager._model._content import THINKING_TYPES
 from context_manager._model._log import library_logger
 from context_manager._model._messages import MessageId, StoredMessage
+from context_manager._model._stamps import LegacyStamp
 from context_manager._store._protocol import Lineage, Release
 
 from . import _resident

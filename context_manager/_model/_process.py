@@ -5,8 +5,8 @@ keep the old one (as structlog's ``_config.py`` warns). Nothing here is per agen
 ``PROCESS.renders`` is the bound on cached renders shared by every manager in the process
 (``_compile._resident``), ``PROCESS.snapshots`` the render-snapshot switch and this code's
 digest (``_compile._snapshot``), ``PROCESS.local_holds`` the in-process holds of stores written
-before ``Store.hold`` (``_manager``), ``PROCESS.stamp_warnings`` the stamp kinds already logged
-(``_binding._stamp_read``). Everything else is per manager.
+before ``Store.hold`` (``_manager``), ``PROCESS.stamp_warnings`` the stamp notes already logged
+(``_model._stamps``). Everything else is per manager.
 """
 
 from __future__ import annotations
@@ -86,9 +86,9 @@ class Process:
     local_holds: dict[int, tuple[object, Any]] = attrs.field(factory=dict)
     """By ``id`` of a store without ``hold``: the store (kept alive, so the id stays its own)
     and its in-process holds."""
-    stamp_warnings: set[tuple[str, object]] = attrs.field(factory=set)
-    """``(event, version)`` of each unreadable or legacy stamp kind already logged
-    (``_binding._stamp_read``: logged once per process)."""
+    stamp_warnings: set[tuple[object, ...]] = attrs.field(factory=set)
+    """The legacy-stamp note once logged (``_model._stamps``: once per process), and the
+    unreadable stamps logged by a ``parse_stamp`` given no store's own set."""
 
 
 PROCESS = Process()

@@ -28,6 +28,7 @@ from context_manager._model._messages import (
     decode_message,
     encode_message,
 )
+from context_manager._model._stamps import AnyStamp, stamp_to_wire
 
 from ._hold import HOLD_TIMEOUT_SECONDS, Hold, LocalHolds, holder_identity
 from ._protocol import (
@@ -41,6 +42,7 @@ from ._protocol import (
 )
 from ._read import check_limit, select_window
 from ._semantics import added_release, as_of, committed_release, inherited_release
+from ._stamp_rows import StampRows
 
 
 @attrs.define
@@ -52,6 +54,7 @@ class _Namespace:
     changes: SortedList = attrs.field(factory=SortedList)  # (serial, sequence)
     signatures: dict[str, list[MessageId]] = attrs.field(factory=dict)
     stamps: dict[MessageId, dict[str, Any]] = attrs.field(factory=dict)
+    """Each stamped reply's stamp as stored (``stamp_to_wire``): read back by ``StampRows``."""
     first_compiled: set[str] = attrs.field(factory=set)
     anchors: dict[str, int] = attrs.field(factory=dict)
     heads: dict[str, list[AnchoredHead]] = attrs.field(factory=dict)  # by at_sequence
@@ -83,6 +86,7 @@ class MemoryStore:
         self._serial = 0
         self._binding_serials: dict[str, int] = {}
         self._renders: dict[tuple[str, str], tuple[str, bytes]] = {}
+        self._stamp_rows = StampRows()
         self._undo: list[Callable[[], None]] | None = None
         """Inside a ``batch``: how to take back each write made in it (newest last)."""
 
@@ -212,7 +216,7 @@ class MemoryStore:
         content: Sequence[Block],
         metadata: MessageMeta,
         *,
-        stamp: dict[str, Any] | None = None,
+        stamp: AnyStamp | None = None,
         signatures: Sequence[str] = (),
     ) -> StoredMessage:
         # Through JSON, as SQLite does: the same errors, and no aliasing of the caller's dicts.
@@ -237,7 +241,7 @@ class MemoryStore:
                 kinds[sequence] = message
             self._messages[message.id] = (namespace, message)
             if stamp is not None:
-                space.stamps[message.id] = stamp
+                space.stamps[message.id] = stamp_to_wire(stamp)
             for sig in signatures:
                 space.signatures.setdefault(sig, []).append(message.id)
             if self._undo is not None:
@@ -381,10 +385,11 @@ class MemoryStore:
 
     def stamps(
         self, namespace: str, message_ids: Sequence[MessageId]
-    ) -> dict[MessageId, dict[str, Any]]:
+    ) -> dict[MessageId, AnyStamp | None]:
         with self._lock:
             known = self._space(namespace).stamps
-            return {m: known[m] for m in message_ids if m in known}
+            rows = [(m, known[m]) for m in message_ids if m in known]
+        return self._stamp_rows.read(namespace, rows)
 
     def find_signature(self, namespace: str, signature_digest: str) -> list[MessageId]:
         with self._lock:

@@ -15,6 +15,7 @@ ordering. Hazard: psycopg is an optional dependency, imported only when a store 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -22,12 +23,10 @@ from typing import TYPE_CHECKING, Any
 from context_manager._model._checks import check_branch_name
 from context_manager._model._content import Block, blocks_from_wire
 from context_manager._model._errors import (
-    BranchExists,
     BranchNotFound,
     MessageNotFound,
     StoreUnavailable,
 )
-from context_manager._model._log import library_logger
 from context_manager._model._messages import (
     MessageId,
     MessageMeta,
@@ -36,13 +35,13 @@ from context_manager._model._messages import (
     decode_message,
     encode_message,
 )
+from context_manager._model._stamps import AnyStamp
 from context_manager._store._protocol import (
     BranchRecord,
     BranchRef,
     Lineage,
 )
 from context_manager._store._read import check_limit, select_window
-from context_manager._store._rows import is_stamp
 from context_manager._store._sql import MESSAGE_COLUMNS, segment_queries
 
 from ._hold import Hold, holder_identity
@@ -51,6 +50,9 @@ from ._postgres_connection import _describe
 from ._postgres_hold import HoldConnections, PostgresHold
 from ._postgres_probe import probe_server
 from ._postgres_schema import open_versioned
+from ._sql_branch import insert_branch
+from ._stamp_rows import StampRows
+from ._statements import POSTGRES, message_row
 
 if TYPE_CHECKING:
     import psycopg
@@ -58,7 +60,6 @@ if TYPE_CHECKING:
 
     Connection = psycopg.Connection[tuple[Any, ...]]
 
-log = library_logger("context_manager.store")
 
 INSTALL_HINT = "PostgresStore needs psycopg 3: pip install 'thinking-context-manager[postgres]'"
 
@@ -101,6 +102,7 @@ class PostgresStore(PostgresBindingRecords):
         except ImportError as err:  # pragma: no cover - exercised without the extra installed
             raise ImportError(INSTALL_HINT) from err
         self._psycopg = psycopg
+        self._stamp_rows = StampRows()
         self.lock_timeout = lock_timeout
         self.connect_timeout = connect_timeout
         self._owns_pool = isinstance(target, str)
@@ -210,61 +212,8 @@ class PostgresStore(PostgresBindingRecords):
     ) -> BranchRecord:
         check_branch_name(name)
         with self._write(namespace) as conn:
-            taken = conn.execute(
-                "SELECT 1 FROM branches WHERE ns = %s AND name = %s AND NOT deleted",
-                (namespace, name),
-            ).fetchone()
-            if taken:
-                raise BranchExists(name)
-            created = self._next(conn)
-            ref = BranchRef(id=f"b{created}", name=name, created=created)
-            record = BranchRecord(ref=ref, parent=parent, fork_sequence=fork_sequence)
-            conn.execute(
-                "INSERT INTO branches (id, ns, name, created, parent, fork_sequence) "
-                "VALUES (%s, %s, %s, %s, %s, %s)",
-                (ref.id, namespace, name, created, parent, fork_sequence),
-            )
-            if parent is not None:
-                conn.execute(
-                    "INSERT INTO releases "
-                    "(ns, branch, message_id, from_block, reported, reported_from, at_seq) "
-                    "SELECT ns, %s, message_id, from_block, reported, reported_from, at_seq "
-                    "FROM releases WHERE ns = %s AND branch = %s "
-                    "AND (%s::bigint IS NULL OR at_seq IS NULL OR at_seq <= %s::bigint)",
-                    (record.key, namespace, parent, fork_sequence, fork_sequence),
-                )
-                conn.execute(  # lowered after the fork point: the release as of then
-                    "INSERT INTO releases "
-                    "(ns, branch, message_id, from_block, reported, reported_from, at_seq) "
-                    "SELECT DISTINCT ON (h.message_id) h.ns, %s, h.message_id, h.from_block, "
-                    "true, NULL, h.at_seq FROM release_history h JOIN releases r "
-                    "ON r.ns = h.ns AND r.branch = h.branch AND r.message_id = h.message_id "
-                    "WHERE h.ns = %s AND h.branch = %s AND %s::bigint IS NOT NULL "
-                    "AND r.at_seq > %s::bigint AND (h.at_seq IS NULL OR h.at_seq <= %s::bigint) "
-                    "ORDER BY h.message_id, h.from_block",
-                    (record.key, namespace, parent, fork_sequence, fork_sequence, fork_sequence),
-                )
-                conn.execute(
-                    "INSERT INTO release_history (ns, branch, message_id, from_block, at_seq) "
-                    "SELECT ns, %s, message_id, from_block, at_seq FROM release_history "
-                    "WHERE ns = %s AND branch = %s AND (%s::bigint IS NULL OR at_seq IS NULL "
-                    "OR at_seq <= %s::bigint)",
-                    (record.key, namespace, parent, fork_sequence, fork_sequence),
-                )
-                conn.execute(
-                    "INSERT INTO left_out (ns, branch, message_id, block, at_seq) "
-                    "SELECT ns, %s, message_id, block, at_seq FROM left_out WHERE ns = %s "
-                    "AND branch = %s AND (%s::bigint IS NULL OR at_seq IS NULL "
-                    "OR at_seq <= %s::bigint)",
-                    (record.key, namespace, parent, fork_sequence, fork_sequence),
-                )
-                conn.execute(
-                    "INSERT INTO anchored_heads (ns, branch, at_seq, head) "
-                    "SELECT ns, %s, at_seq, head FROM anchored_heads WHERE ns = %s "
-                    "AND branch = %s AND (%s::bigint IS NULL OR at_seq <= %s::bigint)",
-                    (record.key, namespace, parent, fork_sequence, fork_sequence),
-                )
-            return record
+            made = functools.partial(self._next, conn)
+            return insert_branch(conn, POSTGRES, made, namespace, name, parent, fork_sequence)
 
     def delete_branch(self, namespace: str, name: str) -> BranchRecord:
         with self._write(namespace) as conn:
@@ -326,43 +275,27 @@ class PostgresStore(PostgresBindingRecords):
         content: Sequence[Block],
         metadata: MessageMeta,
         *,
-        stamp: dict[str, Any] | None = None,
+        stamp: AnyStamp | None = None,
         signatures: Sequence[str] = (),
     ) -> StoredMessage:
         wire, meta = encode_message(content, metadata)
         stored_content, stored_meta = decode_message(wire, meta)
-        stamp_json = None if stamp is None else json.dumps(stamp)
         created_at = dt.datetime.now(dt.UTC)
         with self._write(namespace) as conn:
-            exists = conn.execute(
-                "SELECT 1 FROM branches WHERE ns = %s AND id = %s",
-                (namespace, branch.partition("@")[0]),
-            ).fetchone()
-            if not exists:
+            at = {"ns": namespace, "id": branch.partition("@")[0]}
+            if not conn.execute(POSTGRES.branch_id_exists, at).fetchone():
                 raise BranchNotFound(branch, self._live_names(conn, namespace))
             sequence = self._next(conn)
-            message_id = f"msg_{sequence}"
-            conn.execute(
-                "INSERT INTO messages (seq, id, ns, branch, role, content, meta, kind, "
-                "created_at, stamp) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                (
-                    sequence,
-                    message_id,
-                    namespace,
-                    branch,
-                    role,
-                    wire,
-                    meta,
-                    metadata.kind,
-                    created_at,
-                    stamp_json,
-                ),
+            row = message_row(
+                namespace, branch, sequence, role, (wire, meta), metadata.kind, created_at, stamp
             )
+            message_id = row["id"]
+            conn.execute(POSTGRES.message_insert, row)
             if signatures:
                 with conn.cursor() as cursor:
                     cursor.executemany(
-                        "INSERT INTO signatures (ns, sig, message_id) VALUES (%s, %s, %s)",
-                        [(namespace, sig, message_id) for sig in signatures],
+                        POSTGRES.signature_insert,
+                        [{"ns": namespace, "sig": s, "message_id": message_id} for s in signatures],
                     )
         return StoredMessage(
             id=message_id,
@@ -509,26 +442,16 @@ class PostgresStore(PostgresBindingRecords):
 
     def stamps(
         self, namespace: str, message_ids: Sequence[MessageId]
-    ) -> dict[MessageId, dict[str, Any]]:
-        out: dict[MessageId, dict[str, Any]] = {}
+    ) -> dict[MessageId, AnyStamp | None]:
         if not message_ids:
-            return out
+            return {}
         with self._reading(namespace) as conn:
             rows = conn.execute(
                 "SELECT id, stamp FROM messages WHERE id = ANY(%s) AND ns = %s "
                 "AND stamp IS NOT NULL",
                 (list(message_ids), namespace),
             ).fetchall()
-        for mid, stamp in rows:
-            try:
-                value = json.loads(stamp)
-            except (TypeError, ValueError):
-                value = None
-            if is_stamp(value):
-                out[mid] = value
-            else:  # a corrupt stamp reads as no stamp: the reply's thinking is never sent
-                log.warning("stamp_unreadable", namespace=namespace, message_id=mid)
-        return out
+        return self._stamp_rows.read(namespace, rows)
 
     def find_signature(self, namespace: str, signature_digest: str) -> list[MessageId]:
         with self._reading(namespace) as conn:

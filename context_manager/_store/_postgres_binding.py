@@ -5,19 +5,13 @@ agent's binding serial (``Store.serials``)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
 
 from context_manager._model._messages import MessageId
 
 from ._postgres_connection import PostgresConnections
-from ._protocol import AnchoredHead, BindingRecordData, Release, left_out_since
+from ._protocol import AnchoredHead, BindingRecordData, Release
 from ._rows import RELEASE_COLUMNS, release_from_row
-from ._sql import added_release_sql, committed_release_sql
-
-if TYPE_CHECKING:
-    import psycopg
-
-    Connection = psycopg.Connection[tuple[Any, ...]]
+from ._statements import POSTGRES, anchored_head_row, left_out_rows, release_rows
 
 
 class PostgresBindingRecords(PostgresConnections):
@@ -26,28 +20,12 @@ class PostgresBindingRecords(PostgresConnections):
     def binding_record(
         self, namespace: str, branch: str, *, releases: bool = True
     ) -> BindingRecordData:
+        at = {"ns": namespace, "branch": branch}
         with self._reading(namespace) as conn:
-            state = conn.execute(
-                "SELECT first_compiled, anchor FROM branch_state WHERE ns = %s AND branch = %s",
-                (namespace, branch),
-            ).fetchone()
-            rows = (
-                conn.execute(
-                    f"SELECT {RELEASE_COLUMNS} FROM releases WHERE ns = %s AND branch = %s",
-                    (namespace, branch),
-                ).fetchall()
-                if releases
-                else []
-            )
-            left = conn.execute(
-                "SELECT message_id, block FROM left_out WHERE ns = %s AND branch = %s",
-                (namespace, branch),
-            ).fetchall()
-            head = conn.execute(
-                "SELECT at_seq, head FROM anchored_heads WHERE ns = %s AND branch = %s "
-                "ORDER BY at_seq DESC LIMIT 1",
-                (namespace, branch),
-            ).fetchone()
+            state = conn.execute(POSTGRES.branch_state_of, at).fetchone()
+            rows = conn.execute(POSTGRES.releases_of, at).fetchall() if releases else []
+            left = conn.execute(POSTGRES.left_out_of, at).fetchall()
+            head = conn.execute(POSTGRES.anchored_head_of, at).fetchone()
         return BindingRecordData(
             first_compiled=bool(state and state[0]),
             releases={r[0]: release_from_row(r) for r in rows},
@@ -83,57 +61,28 @@ class PostgresBindingRecords(PostgresConnections):
         at_sequence: int | None = None,
         anchored_head: AnchoredHead | None = None,
     ) -> None:
+        at = {"ns": namespace, "branch": branch}
         with self._write(namespace) as conn, conn.cursor() as cursor:
-            _bump_binding(cursor, namespace)
+            cursor.execute(POSTGRES.bump_binding, at)
             if anchored_head is not None:
-                cursor.execute(
-                    "INSERT INTO anchored_heads (ns, branch, at_seq, head) "
-                    "VALUES (%s, %s, %s, %s) ON CONFLICT (ns, branch, at_seq) DO UPDATE SET "
-                    "head = excluded.head",
-                    (namespace, branch, anchored_head.at_sequence, anchored_head.to_json()),
-                )
+                cursor.execute(POSTGRES.anchored_head, {**at, **anchored_head_row(anchored_head)})
             if left_out is not None:
-                cursor.execute(
-                    "SELECT message_id, block, at_seq FROM left_out WHERE ns = %s AND branch = %s",
-                    (namespace, branch),
-                )
+                cursor.execute(POSTGRES.left_out_since, at)
                 since = {(row[0], int(row[1])): row[2] for row in cursor.fetchall()}
-                cursor.execute(
-                    "DELETE FROM left_out WHERE ns = %s AND branch = %s", (namespace, branch)
-                )
+                cursor.execute(POSTGRES.left_out_clear, at)
                 if left_out:
                     cursor.executemany(
-                        "INSERT INTO left_out (ns, branch, message_id, block, at_seq) "
-                        "VALUES (%s, %s, %s, %s, %s)",
-                        [
-                            (
-                                namespace,
-                                branch,
-                                mid,
-                                int(block),
-                                left_out_since(since, mid, block, at_sequence),
-                            )
-                            for mid, block in left_out
-                        ],
+                        POSTGRES.left_out_add, left_out_rows(at, left_out, since, at_sequence)
                     )
             if first_compiled or anchor is not None:
                 cursor.execute(
-                    "INSERT INTO branch_state (ns, branch, first_compiled, anchor) "
-                    "VALUES (%s, %s, %s, %s) ON CONFLICT (ns, branch) DO UPDATE SET "
-                    "first_compiled = branch_state.first_compiled OR excluded.first_compiled, "
-                    "anchor = coalesce(excluded.anchor, branch_state.anchor)",
-                    (namespace, branch, first_compiled, anchor),
+                    POSTGRES.branch_state,
+                    {**at, "first_compiled": first_compiled, "anchor": anchor},
                 )
             if releases:
-                cursor.executemany(
-                    committed_release_sql("%s"),
-                    [(namespace, branch, mid, block, True, at_sequence) for mid, block in releases],
-                )
-                cursor.executemany(
-                    "INSERT INTO release_history (ns, branch, message_id, from_block, at_seq) "
-                    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                    [(namespace, branch, mid, block, at_sequence) for mid, block in releases],
-                )
+                written = release_rows(at, releases, at_sequence)
+                cursor.executemany(POSTGRES.committed_release, written)
+                cursor.executemany(POSTGRES.release_history, written)
             if reported:
                 cursor.execute(
                     "UPDATE releases SET reported = true "
@@ -150,24 +99,10 @@ class PostgresBindingRecords(PostgresConnections):
         *,
         at_sequence: int | None = None,
     ) -> None:
+        (row,) = release_rows(
+            {"ns": namespace, "branch": branch}, [(message_id, from_block)], at_sequence
+        )
         with self._write(namespace) as conn:
-            _bump_binding(conn, namespace)
-            conn.execute(
-                added_release_sql("%s"),
-                (namespace, branch, message_id, from_block, False, at_sequence),
-            )
-            conn.execute(
-                "INSERT INTO release_history (ns, branch, message_id, from_block, at_seq) "
-                "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                (namespace, branch, message_id, from_block, at_sequence),
-            )
-
-
-def _bump_binding(conn: Connection | psycopg.Cursor[tuple[Any, ...]], namespace: str) -> None:
-    """Count one binding-record write of ``namespace`` (inside the write's transaction, under
-    the agent's lock)."""
-    conn.execute(
-        "INSERT INTO binding_serials (ns, serial) VALUES (%s, 1) "
-        "ON CONFLICT (ns) DO UPDATE SET serial = binding_serials.serial + 1",
-        (namespace,),
-    )
+            conn.execute(POSTGRES.bump_binding, row)
+            conn.execute(POSTGRES.added_release, row)
+            conn.execute(POSTGRES.release_history, row)

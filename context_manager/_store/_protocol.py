@@ -17,13 +17,14 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 import attrs
 
 from context_manager._model._content import Block
 from context_manager._model._messages import MessageId, MessageMeta, Role, StoredMessage
+from context_manager._model._stamps import AnyStamp
 
 from ._hold import Hold
 
@@ -188,11 +189,13 @@ class MessageStore(Protocol):
         content: Sequence[Block],
         metadata: MessageMeta,
         *,
-        stamp: dict[str, Any] | None = None,
+        stamp: AnyStamp | None = None,
         signatures: Sequence[str] = (),
     ) -> StoredMessage:
         """Store a message at the end of ``branch`` with its stamp and the signature digests
-        of its thinking blocks, in one transaction; returns it with its id and sequence."""
+        of its thinking blocks, in one transaction; returns it with its id and sequence. A
+        store keeps the stamp in any form it can read back equal (the SQL stores keep
+        ``stamp_to_json``)."""
         ...
 
     def get(self, namespace: str, message_id: MessageId) -> StoredMessage:
@@ -237,9 +240,11 @@ class MessageStore(Protocol):
 
     def stamps(
         self, namespace: str, message_ids: Sequence[MessageId]
-    ) -> dict[MessageId, dict[str, Any]]:
-        """The stored stamps (JSON objects) of ``message_ids``; a reply with none, or with a
-        corrupt one (logged), is absent. O(len(message_ids))."""
+    ) -> Mapping[MessageId, AnyStamp | None]:
+        """The stamps of ``message_ids``, parsed once here, at the store boundary
+        (``_model._stamps.parse_stamp``): a reply with none is absent, one whose stored stamp
+        cannot be read maps to ``None`` (its thinking is never sent; logged once per row, not
+        at every read). O(len(message_ids))."""
         ...
 
     def find_signature(self, namespace: str, signature_digest: str) -> list[MessageId]:

@@ -14,19 +14,6 @@ RELEASE_COLUMNS = "message_id, from_block, reported, reported_from, at_seq"
 """The columns ``release_from_row`` reads, in order."""
 
 
-def is_stamp(value: Any) -> bool:
-    """The shape ``record_reply`` writes: ``{"head": {...}, "seals": {...}, ...}``.
-
-    >>> is_stamp({"head": {}, "seals": {}}), is_stamp({"head": {}})
-    (True, False)
-    """
-    return (
-        isinstance(value, dict)
-        and isinstance(value.get("head"), dict)
-        and isinstance(value.get("seals"), dict)
-    )
-
-
 def release_from_row(row: Sequence[Any]) -> Release:
     """The release a ``RELEASE_COLUMNS`` row holds."""
     return Release(

@@ -1,5 +1,5 @@
-"""SQL text the SQLite and PostgreSQL stores build alike (only their placeholders differ),
-including the binding record's release rules (``_semantics`` in SQL).
+"""SQL text the SQLite and PostgreSQL stores build alike (only their placeholders differ): the
+message reads. The binding record's statements are ``_statements``.
 
 Pure: builds statements and their parameters; runs nothing. Every value goes in as a
 parameter, never into the text.
@@ -49,35 +49,3 @@ def segment_queries(
             params.append(limit)
         out.append((sql, params))
     return out
-
-
-def committed_release_sql(mark: str) -> str:
-    """``commit_binding``'s release write, the SQL form of ``_semantics.committed_release``:
-    the lower ``from_block`` wins, and ``at_seq`` moves only when it lowers. Parameters:
-    ``(ns, branch, message_id, from_block, reported=True, at_seq)``."""
-    lowers = "excluded.from_block < releases.from_block"
-    return (
-        "INSERT INTO releases (ns, branch, message_id, from_block, reported, at_seq) "
-        f"VALUES ({mark}, {mark}, {mark}, {mark}, {mark}, {mark}) "
-        "ON CONFLICT (ns, branch, message_id) DO UPDATE SET "
-        f"at_seq = CASE WHEN {lowers} THEN excluded.at_seq ELSE releases.at_seq END, "
-        f"from_block = CASE WHEN {lowers} THEN excluded.from_block "
-        "ELSE releases.from_block END, "
-        "reported = excluded.reported"
-    )
-
-
-def added_release_sql(mark: str) -> str:
-    """``add_release``'s write, the SQL form of ``_semantics.added_release``: only a lower
-    ``from_block`` changes anything, and what was reported is kept in ``reported_from``.
-    Parameters: ``(ns, branch, message_id, from_block, reported=False, at_seq)``."""
-    return (
-        "INSERT INTO releases (ns, branch, message_id, from_block, reported, at_seq) "
-        f"VALUES ({mark}, {mark}, {mark}, {mark}, {mark}, {mark}) "
-        "ON CONFLICT (ns, branch, message_id) DO UPDATE SET "
-        "at_seq = excluded.at_seq, "
-        "reported_from = CASE WHEN releases.reported THEN releases.from_block "
-        "ELSE releases.reported_from END, "
-        "from_block = excluded.from_block, reported = excluded.reported "
-        "WHERE excluded.from_block < releases.from_block"
-    )

@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import json
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from context_manager._model._checks import check_branch_name
 from context_manager._model._content import Block, blocks_from_wire
-from context_manager._model._errors import BranchExists, BranchNotFound, MessageNotFound
-from context_manager._model._log import library_logger
+from context_manager._model._errors import BranchNotFound, MessageNotFound
 from context_manager._model._messages import (
     MessageId,
     MessageMeta,
@@ -30,6 +30,7 @@ from context_manager._model._messages import (
     decode_message,
     encode_message,
 )
+from context_manager._model._stamps import AnyStamp
 
 from ._hold import (
     HOLD_TIMEOUT_SECONDS,
@@ -42,12 +43,12 @@ from ._hold import (
 )
 from ._protocol import (
     BranchRecord,
-    BranchRef,
     Lineage,
 )
 from ._read import check_limit, select_window
-from ._rows import branch_from_row, is_stamp
+from ._rows import branch_from_row
 from ._sql import MESSAGE_COLUMNS, segment_queries
+from ._sql_branch import insert_branch
 from ._sqlite_binding import SQLiteBindingRecords
 from ._sqlite_file import (
     BUSY_TIMEOUT_SECONDS,
@@ -57,10 +58,10 @@ from ._sqlite_file import (
     transaction,
 )
 from ._sqlite_schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION, SQL_VARIABLES_PER_QUERY
+from ._stamp_rows import StampRows
+from ._statements import SQLITE, message_row
 
 __all__ = ["APPLICATION_ID", "MIGRATIONS", "SCHEMA_VERSION", "SQLiteStore"]
-
-log = library_logger("context_manager.store")
 
 
 class SQLiteStore(SQLiteBindingRecords):
@@ -84,6 +85,7 @@ class SQLiteStore(SQLiteBindingRecords):
         self.path = os.fspath(path)
         self._lock = threading.RLock()
         self._holds = LocalHolds()
+        self._stamp_rows = StampRows()
         self._db = connect(self.path, busy_timeout)
         try:
             open_versioned(
@@ -137,7 +139,7 @@ class SQLiteStore(SQLiteBindingRecords):
             return self._holds.hold(self, namespace, wait, identity)
         return FileHold(self, os.path.realpath(self.path), namespace, wait, identity)
 
-    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+    def _query(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[Any]:
         with self._lock:
             return self._db.execute(sql, params).fetchall()
 
@@ -182,58 +184,8 @@ class SQLiteStore(SQLiteBindingRecords):
     ) -> BranchRecord:
         check_branch_name(name)
         with self._transaction() as db:
-            taken = db.execute(
-                "SELECT 1 FROM branches WHERE ns = ? AND name = ? AND deleted = 0",
-                (namespace, name),
-            ).fetchone()
-            if taken:
-                raise BranchExists(name)
-            created = self._next(db)
-            ref = BranchRef(id=f"b{created}", name=name, created=created)
-            record = BranchRecord(ref=ref, parent=parent, fork_sequence=fork_sequence)
-            db.execute(
-                "INSERT INTO branches (id, ns, name, created, parent, fork_sequence) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (ref.id, namespace, name, created, parent, fork_sequence),
-            )
-            if parent is not None:
-                db.execute(
-                    "INSERT INTO releases "
-                    "(ns, branch, message_id, from_block, reported, reported_from, at_seq) "
-                    "SELECT ns, ?, message_id, from_block, reported, reported_from, at_seq "
-                    "FROM releases WHERE ns = ? AND branch = ? "
-                    "AND (? IS NULL OR at_seq IS NULL OR at_seq <= ?)",
-                    (record.key, namespace, parent, fork_sequence, fork_sequence),
-                )
-                db.execute(  # lowered after the fork point: the release as of then
-                    "INSERT INTO releases "
-                    "(ns, branch, message_id, from_block, reported, reported_from, at_seq) "
-                    "SELECT h.ns, ?, h.message_id, min(h.from_block), 1, NULL, h.at_seq "
-                    "FROM release_history h JOIN releases r ON r.ns = h.ns "
-                    "AND r.branch = h.branch AND r.message_id = h.message_id "
-                    "WHERE h.ns = ? AND h.branch = ? AND ? IS NOT NULL AND r.at_seq > ? "
-                    "AND (h.at_seq IS NULL OR h.at_seq <= ?) GROUP BY h.message_id",
-                    (record.key, namespace, parent, fork_sequence, fork_sequence, fork_sequence),
-                )
-                db.execute(
-                    "INSERT INTO release_history (ns, branch, message_id, from_block, at_seq) "
-                    "SELECT ns, ?, message_id, from_block, at_seq FROM release_history "
-                    "WHERE ns = ? AND branch = ? AND (? IS NULL OR at_seq IS NULL OR at_seq <= ?)",
-                    (record.key, namespace, parent, fork_sequence, fork_sequence),
-                )
-                db.execute(
-                    "INSERT INTO left_out (ns, branch, message_id, block, at_seq) "
-                    "SELECT ns, ?, message_id, block, at_seq FROM left_out "
-                    "WHERE ns = ? AND branch = ? AND (? IS NULL OR at_seq IS NULL OR at_seq <= ?)",
-                    (record.key, namespace, parent, fork_sequence, fork_sequence),
-                )
-                db.execute(
-                    "INSERT INTO anchored_heads (ns, branch, at_seq, head) "
-                    "SELECT ns, ?, at_seq, head FROM anchored_heads WHERE ns = ? AND branch = ? "
-                    "AND (? IS NULL OR at_seq <= ?)",
-                    (record.key, namespace, parent, fork_sequence, fork_sequence),
-                )
-            return record
+            made = functools.partial(self._next, db)
+            return insert_branch(db, SQLITE, made, namespace, name, parent, fork_sequence)
 
     def delete_branch(self, namespace: str, name: str) -> BranchRecord:
         with self._transaction() as db:
@@ -291,41 +243,32 @@ class SQLiteStore(SQLiteBindingRecords):
         content: Sequence[Block],
         metadata: MessageMeta,
         *,
-        stamp: dict[str, Any] | None = None,
+        stamp: AnyStamp | None = None,
         signatures: Sequence[str] = (),
     ) -> StoredMessage:
         wire, meta = encode_message(content, metadata)
         stored_content, stored_meta = decode_message(wire, meta)
-        stamp_json = None if stamp is None else json.dumps(stamp)
         created_at = dt.datetime.now(dt.UTC)
         with self._transaction() as db:
-            exists = db.execute(
-                "SELECT 1 FROM branches WHERE ns = ? AND id = ?",
-                (namespace, branch.partition("@")[0]),
-            ).fetchone()
-            if not exists:
+            at = {"ns": namespace, "id": branch.partition("@")[0]}
+            if not db.execute(SQLITE.branch_id_exists, at).fetchone():
                 raise BranchNotFound(branch, [b.ref.name for b in self.branches(namespace)])
             sequence = self._next(db)
-            message_id = f"msg_{sequence}"
-            db.execute(
-                "INSERT INTO messages (seq, id, ns, branch, role, content, meta, kind, "
-                "created_at, stamp) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    sequence,
-                    message_id,
-                    namespace,
-                    branch,
-                    role,
-                    wire,
-                    meta,
-                    metadata.kind,
-                    created_at.isoformat(),
-                    stamp_json,
-                ),
+            row = message_row(
+                namespace,
+                branch,
+                sequence,
+                role,
+                (wire, meta),
+                metadata.kind,
+                created_at.isoformat(),
+                stamp,
             )
+            message_id = row["id"]
+            db.execute(SQLITE.message_insert, row)
             db.executemany(
-                "INSERT INTO signatures (ns, sig, message_id) VALUES (?, ?, ?)",
-                [(namespace, sig, message_id) for sig in signatures],
+                SQLITE.signature_insert,
+                [{"ns": namespace, "sig": sig, "message_id": message_id} for sig in signatures],
             )
         return StoredMessage(
             id=message_id,
@@ -442,8 +385,8 @@ class SQLiteStore(SQLiteBindingRecords):
 
     def stamps(
         self, namespace: str, message_ids: Sequence[MessageId]
-    ) -> dict[MessageId, dict[str, Any]]:
-        out: dict[MessageId, dict[str, Any]] = {}
+    ) -> dict[MessageId, AnyStamp | None]:
+        out: dict[MessageId, AnyStamp | None] = {}
         ids = list(message_ids)
         for start in range(0, len(ids), SQL_VARIABLES_PER_QUERY):
             chunk = ids[start : start + SQL_VARIABLES_PER_QUERY]
@@ -455,15 +398,7 @@ class SQLiteStore(SQLiteBindingRecords):
                 "AND stamp IS NOT NULL",
                 [namespace, *chunk],
             )
-            for mid, stamp in rows:
-                try:
-                    value = json.loads(stamp)
-                except (TypeError, ValueError):
-                    value = None
-                if is_stamp(value):
-                    out[mid] = value
-                else:  # a corrupt stamp reads as no stamp: the reply's thinking is never sent
-                    log.warning("stamp_unreadable", namespace=namespace, message_id=mid)
+            out.update(self._stamp_rows.read(namespace, rows))
         return out
 
     def find_signature(self, namespace: str, signature_digest: str) -> list[MessageId]:

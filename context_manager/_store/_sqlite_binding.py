@@ -7,15 +7,15 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from context_manager._model._messages import MessageId
 
-from ._protocol import AnchoredHead, BindingRecordData, Release, left_out_since
+from ._protocol import AnchoredHead, BindingRecordData, Release
 from ._rows import RELEASE_COLUMNS, release_from_row
-from ._sql import added_release_sql, committed_release_sql
 from ._sqlite_schema import SQL_VARIABLES_PER_QUERY
+from ._statements import SQLITE, anchored_head_row, left_out_rows, release_rows
 
 
 class SQLiteBindingRecords:
@@ -27,46 +27,22 @@ class SQLiteBindingRecords:
     def _transaction(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
         raise NotImplementedError
 
-    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+    def _query(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[Any]:
         raise NotImplementedError
 
     def binding_record(
         self, namespace: str, branch: str, *, releases: bool = True
     ) -> BindingRecordData:
-        state = self._query(
-            "SELECT first_compiled, anchor FROM branch_state WHERE ns = ? AND branch = ?",
-            (namespace, branch),
-        )
-        rows = (
-            self._query(
-                f"SELECT {RELEASE_COLUMNS} FROM releases WHERE ns = ? AND branch = ?",
-                (namespace, branch),
-            )
-            if releases
-            else []
-        )
+        at = {"ns": namespace, "branch": branch}
+        state = self._query(SQLITE.branch_state_of, at)
+        rows = self._query(SQLITE.releases_of, at) if releases else []
+        heads = self._query(SQLITE.anchored_head_of, at)
         return BindingRecordData(
             first_compiled=bool(state and state[0][0]),
             releases={r[0]: release_from_row(r) for r in rows},
             anchor=None if not state or state[0][1] is None else int(state[0][1]),
-            left_out=frozenset(
-                (r[0], int(r[1]))
-                for r in self._query(
-                    "SELECT message_id, block FROM left_out WHERE ns = ? AND branch = ?",
-                    (namespace, branch),
-                )
-            ),
-            anchored_head=next(
-                (
-                    AnchoredHead.from_json(r[0], r[1])
-                    for r in self._query(
-                        "SELECT at_seq, head FROM anchored_heads WHERE ns = ? AND branch = ? "
-                        "ORDER BY at_seq DESC LIMIT 1",
-                        (namespace, branch),
-                    )
-                ),
-                None,
-            ),
+            left_out=frozenset((r[0], int(r[1])) for r in self._query(SQLITE.left_out_of, at)),
+            anchored_head=AnchoredHead.from_json(*heads[0]) if heads else None,
         )
 
     def releases(
@@ -98,49 +74,22 @@ class SQLiteBindingRecords:
         at_sequence: int | None = None,
         anchored_head: AnchoredHead | None = None,
     ) -> None:
+        at = {"ns": namespace, "branch": branch}
         with self._transaction() as db:
-            _bump_binding(db, namespace)
+            db.execute(SQLITE.bump_binding, at)
             if anchored_head is not None:
-                db.execute(
-                    "INSERT INTO anchored_heads (ns, branch, at_seq, head) VALUES (?, ?, ?, ?) "
-                    "ON CONFLICT (ns, branch, at_seq) DO UPDATE SET head = excluded.head",
-                    (namespace, branch, anchored_head.at_sequence, anchored_head.to_json()),
-                )
+                db.execute(SQLITE.anchored_head, {**at, **anchored_head_row(anchored_head)})
             if left_out is not None:
-                since = {
-                    (row[0], int(row[1])): row[2]
-                    for row in db.execute(
-                        "SELECT message_id, block, at_seq FROM left_out "
-                        "WHERE ns = ? AND branch = ?",
-                        (namespace, branch),
-                    )
-                }
-                db.execute("DELETE FROM left_out WHERE ns = ? AND branch = ?", (namespace, branch))
-                db.executemany(
-                    "INSERT INTO left_out (ns, branch, message_id, block, at_seq) "
-                    "VALUES (?, ?, ?, ?, ?)",
-                    [
-                        (namespace, branch, mid, int(b), left_out_since(since, mid, b, at_sequence))
-                        for mid, b in left_out
-                    ],
-                )
+                since = {(r[0], int(r[1])): r[2] for r in db.execute(SQLITE.left_out_since, at)}
+                db.execute(SQLITE.left_out_clear, at)
+                db.executemany(SQLITE.left_out_add, left_out_rows(at, left_out, since, at_sequence))
             if first_compiled or anchor is not None:
                 db.execute(
-                    "INSERT INTO branch_state (ns, branch, first_compiled, anchor) "
-                    "VALUES (?, ?, ?, ?) ON CONFLICT (ns, branch) DO UPDATE SET "
-                    "first_compiled = max(first_compiled, excluded.first_compiled), "
-                    "anchor = coalesce(excluded.anchor, anchor)",
-                    (namespace, branch, int(first_compiled), anchor),
+                    SQLITE.branch_state, {**at, "first_compiled": first_compiled, "anchor": anchor}
                 )
-            db.executemany(
-                committed_release_sql("?"),
-                [(namespace, branch, mid, block, True, at_sequence) for mid, block in releases],
-            )
-            db.executemany(
-                "INSERT INTO release_history (ns, branch, message_id, from_block, at_seq) "
-                "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                [(namespace, branch, mid, block, at_sequence) for mid, block in releases],
-            )
+            written = release_rows(at, releases, at_sequence)
+            db.executemany(SQLITE.committed_release, written)
+            db.executemany(SQLITE.release_history, written)
             db.executemany(
                 "UPDATE releases SET reported = 1 WHERE ns = ? AND branch = ? AND message_id = ?",
                 [(namespace, branch, mid) for mid in reported],
@@ -155,23 +104,10 @@ class SQLiteBindingRecords:
         *,
         at_sequence: int | None = None,
     ) -> None:
+        (row,) = release_rows(
+            {"ns": namespace, "branch": branch}, [(message_id, from_block)], at_sequence
+        )
         with self._transaction() as db:
-            _bump_binding(db, namespace)
-            db.execute(
-                added_release_sql("?"),
-                (namespace, branch, message_id, from_block, False, at_sequence),
-            )
-            db.execute(
-                "INSERT INTO release_history (ns, branch, message_id, from_block, at_seq) "
-                "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                (namespace, branch, message_id, from_block, at_sequence),
-            )
-
-
-def _bump_binding(db: sqlite3.Connection, namespace: str) -> None:
-    """Count one binding-record write of ``namespace`` (inside the write's transaction)."""
-    db.execute(
-        "INSERT INTO binding_serials (ns, serial) VALUES (?, 1) "
-        "ON CONFLICT (ns) DO UPDATE SET serial = serial + 1",
-        (namespace,),
-    )
+            db.execute(SQLITE.bump_binding, row)
+            db.execute(SQLITE.added_release, row)
+            db.execute(SQLITE.release_history, row)

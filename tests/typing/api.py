@@ -14,6 +14,8 @@ import attrs
 from context_manager import (
     AgentBusy,
     ApiTokenCounter,
+    BindingSerials,
+    BindingStore,
     Caching,
     CallUsage,
     CompileResult,
@@ -21,12 +23,20 @@ from context_manager import (
     Fold,
     Head,
     Hold,
+    HoldStore,
+    LegacyStamp,
     MemoryStore,
+    MessageStore,
     Passthrough,
     PlacedDrops,
+    PostgresStore,
+    ReadsTogether,
     ReasoningEvent,
     Reconciliation,
+    SnapshotStore,
     SQLiteStore,
+    Stamp,
+    Store,
     Telemetry,
     TextBlock,
     ThinkingBinding,
@@ -46,6 +56,19 @@ from notices import ReasoningLossTeller, reasoning_loss_line
 
 def observer(strip: ThinkingStrip, key: str) -> None:
     print(strip.cause, strip.replies, key)
+
+
+def store_parts() -> None:
+    """Each store is each part of the protocol (a method that drifts from it fails here)."""
+    messages: MessageStore = SQLiteStore("agent.db")
+    bindings: BindingStore = PostgresStore("postgresql://localhost/agents")
+    serials: BindingSerials = MemoryStore()
+    together: ReadsTogether = MemoryStore()
+    snapshots: SnapshotStore = MemoryStore()
+    holds: HoldStore = MemoryStore()
+    whole: Store = MemoryStore()
+    stamp: Stamp | LegacyStamp | None = whole.stamps("ada", ["msg_1"]).get("msg_1")
+    print(messages, bindings, serials, together, snapshots, holds, stamp)
 
 
 async def main() -> None:
