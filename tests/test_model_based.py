@@ -854,7 +854,7 @@ class ReliabilityMachine(RuleBasedStateMachine):
         if not calls or calls[-1].request.get("model") not in COMPACTION_MODELS:
             return
         STATS["rule:compact"] += 1
-        self.cm.strategy = Compact(1, fallback=self.base)
+        self.cm.strategy = Compact(1, fallback=self.base if isinstance(self.base, Window) else None)
         try:
             stored = self._run(self.cm.compact_async(self.client))
         finally:
