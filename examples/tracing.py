@@ -2,8 +2,8 @@
 
 Run it (``pip install '.[otel]' opentelemetry-sdk``): the SDK's console exporter
 prints one JSON object per span as it ends. Turn one answers; then a tool is added (appended as a
-head change) and the simulator drops turn one's reasoning on the next call (a test knob: an
-organization mismatch); turn two calls ``read_log``. ``docs/tracing.md`` shows the output; among
+head change) and the simulator drops turn one's reasoning on the next call (a test knob: a
+prefix mismatch); turn two calls ``read_log``. ``docs/tracing.md`` shows the output; among
 its lines::
 
     "name": "invoke_agent ada",
@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProces
 
 from context_manager import Head, MemoryStore
 from context_manager.runtime import Agent, Runtime
-from context_manager.simulator import ORGANIZATION_MISMATCH, Simulator
+from context_manager.simulator import PREFIX_MISMATCH, Simulator
 
 provider = TracerProvider()
 provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter()))
@@ -56,7 +56,7 @@ async def main() -> None:
     )
     await ada.run_turn("Hello, Ada.")
     ada.head = attrs.evolve(ada.head, tools=[READ_LOG, GREP])  # appended as a head change
-    sim.force_drop(paths=["messages.1.content.0"], reason=ORGANIZATION_MISMATCH)
+    sim.force_drop(paths=["messages.1.content.0"], reason=PREFIX_MISMATCH)
     await ada.run_turn("Please check the log.")
 
 

@@ -15,9 +15,11 @@ import logging
 import re
 from typing import Any
 
+import attrs
 import pytest
 from helpers import (
     FAST_RETRY,
+    GREP_TOOL,
     LONG_TURN,
     PROBE_HEAD,
     calling_script,
@@ -322,4 +324,28 @@ async def test_a_branch_switch_while_a_background_compaction_runs_abandons_it(
     ada.context.switch_branch("main")
     assert ada.context.messages(kind="compaction") == []
     await ada.run_turn("Back on main.")
+    assert invalid_calls(sim) == []
+
+
+async def test_a_tool_added_back_while_a_compaction_of_its_removal_runs_abandons_it(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Rule 26: the removal the compaction summarizes stops applying once the block is in, so
+    the addition appended meanwhile, kept after the block, would add a tool already on offer
+    (a 400 on every later request). The compaction is abandoned; the history stays valid."""
+    sim, gate, ada = gated_agent(store)
+    both = attrs.evolve(PROBE_HEAD, tools=[*PROBE_HEAD.tools, GREP_TOOL])
+    ada.head = both
+    await ada.run_turn(turn_text(0))
+    ada.head = PROBE_HEAD  # grep removed: a head change in what will be summarized
+    after = await until_compaction_sent(ada, sim, start=1)
+    ada.head = both  # added back while the compaction runs
+    await ada.run_turn(turn_text(after))
+    gate.set()
+
+    with caplog.at_level(logging.WARNING):
+        assert await ada.settle_compaction() is None
+
+    assert "compaction_abandoned" in caplog.text
+    await ada.run_turn("Still there?")
     assert invalid_calls(sim) == []

@@ -5,10 +5,8 @@ settings, folds, sets a window (shedding the oldest thinking first, or only jump
 earlier messages, forks, branches at an earlier reply (``branch_at``, after folds and drops),
 switches and deletes branches, releases reasoning, drops its kept renders (a compile then restores
 the stored render snapshot, and must send what a render from the stored messages sends), and makes
-the simulator drop chosen blocks (each reason), turns server-side context editing on or off
-(``ContextEditing``: the simulator clears old tool results in its own copy, issue #30), and
-compacts on the server (``cm.compact_async``, issue #29: the block goes first and the kept
-replies after it keep their thinking). Each
+the simulator drop chosen blocks (each reason), and turns server-side context editing on or off
+(``ContextEditing``: the simulator clears old tool results in its own copy, issue #30). Each
 example draws a model check: the documented
 table (the library's ``documented_readability`` against the simulator's own) or a random
 readability table given to both (``ThinkingBinding(reads=...)``, ``Simulator(readability=...)``).
@@ -861,6 +859,31 @@ class ReliabilityMachine(RuleBasedStateMachine):
             self.cm.strategy = self.base
         STATS[f"compacted:{stored is not None}"] += 1
         self._turn(then)
+
+    @precondition(lambda self: not self.fold_armed)
+    @rule(then=TURNS)
+    def compact_in_background(self, then: TurnSpec) -> None:
+        """A background compaction (``begin_compaction``, rule 27): asked now, answered while
+        a turn runs, swapped in after it (or abandoned: an edit or a branch switch meanwhile)."""
+        calls = self.sim.calls
+        if not calls or calls[-1].request.get("model") not in COMPACTION_MODELS:
+            return
+        STATS["rule:compact_in_background"] += 1
+        self.cm.strategy = Compact(
+            1,
+            background=True,
+            fallback=self.base if isinstance(self.base, Window) else None,
+        )
+        try:
+            pending = self.cm.begin_compaction()
+        finally:
+            self.cm.strategy = self.base
+        if pending is None:
+            return
+        answer = self._run(self.client.beta.messages.create(**pending.request))
+        self._turn(then)
+        stored = self.cm.finish_compaction(pending, answer)
+        STATS[f"compacted_in_background:{stored is not None}"] += 1
 
     @rule(arg=st.integers(0, 10_000), then=THEN)
     def release(self, arg: int, then: TurnSpec | None) -> None:

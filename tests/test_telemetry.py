@@ -41,7 +41,7 @@ from context_manager._telemetry import FAILED_EVENT, Telemetry, capture_from_env
 from context_manager._telemetry import _names as names
 from context_manager.adapters import ManagedAsyncAnthropic
 from context_manager.runtime import Agent, Runtime, TurnResult
-from context_manager.simulator import ORGANIZATION_MISMATCH, Simulator
+from context_manager.simulator import PREFIX_MISMATCH, Simulator
 
 ROOT = Path(__file__).resolve().parent.parent
 HEAD = attrs.evolve(PROBE_HEAD, tools=[READ_LOG_TOOL])
@@ -106,7 +106,7 @@ async def two_turns(rt: Runtime, sim: Simulator) -> tuple[Agent, TurnResult, Tur
     ada = rt.register(Agent("ada", HEAD, tools={"read_log": lambda _: TOOL_OUTPUT}, strategy=fold))
     first = await ada.run_turn("Hello there, Ada.")
     ada.head = attrs.evolve(ada.head, tools=[READ_LOG_TOOL, GREP_TOOL])
-    sim.force_drop(paths=["messages.1.content.0"], reason=ORGANIZATION_MISMATCH)
+    sim.force_drop(paths=["messages.1.content.0"], reason=PREFIX_MISMATCH)
     second = await ada.run_turn("please use tool")
     return ada, first, second
 
@@ -194,7 +194,7 @@ async def test_a_turn_with_a_tool_round_a_head_change_a_drop_and_a_fold_gives_th
             "context_manager.thinking_drop",
             {
                 "context_manager.placed": True,
-                "context_manager.reason": ORGANIZATION_MISMATCH,
+                "context_manager.reason": PREFIX_MISMATCH,
                 "context_manager.path": "messages.1.content.0",
                 "context_manager.message_id": reply_one,
                 "context_manager.branch": branch,
@@ -281,7 +281,7 @@ async def test_the_metrics_are_the_conventions_histograms_and_this_librarys_coun
 
     assert counted("context_manager.thinking.strips", "context_manager.cause") == {"messages": 1}
     assert counted("context_manager.thinking.drops", "context_manager.reason") == {
-        ORGANIZATION_MISMATCH: 1
+        PREFIX_MISMATCH: 1
     }
     assert counted("context_manager.notices", "context_manager.form") == {"count": 2}
     read = sum(u.cache_read_input_tokens for u in usages)
@@ -579,7 +579,7 @@ async def test_the_managed_client_traces_each_call_with_its_compile_and_drops(ot
         {"role": "assistant", "content": [b.model_dump() for b in first.content]},
         {"role": "user", "content": "two"},
     ]
-    sim.force_drop(paths=["messages.1.content.0"], reason=ORGANIZATION_MISMATCH)
+    sim.force_drop(paths=["messages.1.content.0"], reason=PREFIX_MISMATCH)
     async with client.beta.messages.stream(**framework_params(messages)) as stream:
         await stream.get_final_message()
     spans = otel.spans()

@@ -3,7 +3,10 @@
 ``compaction_plan`` says whether a compaction can be asked now and builds its request: the
 branch is at a boundary (a reply to the last committing compile is stored after its messages
 and no tool round is open), and the request is exactly a request already sent (the one whose
-reply starts the ``keep_turns`` kept replies) with rule 23's refusals removed.
+reply starts the ``keep_turns`` kept replies) with rule 23's refusals removed. A head change
+summarized stops applying (rule 26), so a plan never keeps a head change after one it
+summarizes: the kept one would be read against another head (a tool added twice: a 400); it
+keeps fewer turns instead, and a background compaction over which one was appended is abandoned.
 ``store_compaction`` stores the returned block byte-exact (``stop_reason == "compaction"``)
 or stores nothing (any other stop reason: the history stays as it was, log event
 ``compaction_skipped``; compact again after the next turn). Nothing here calls the network.
@@ -18,7 +21,7 @@ import attrs
 
 from context_manager._model._content import ToolUseBlock, UnknownBlock
 from context_manager._model._log import library_logger
-from context_manager._model._messages import MessageId
+from context_manager._model._messages import HEAD_CHANGE_KIND, MessageId
 from context_manager._model._results import CompileResult
 
 from ._compaction import compaction_meta, compaction_request
@@ -39,6 +42,8 @@ class CompactionPlan:
     branch: str = ""
     kept: int = 1
     """How many recorded replies follow the covered range (``Compact.keep_turns`` or fewer)."""
+    summarizes_changes: bool = False
+    """Whether the request carries a head change (SPEC 7b): none may be kept after it."""
 
     @property
     def messages(self) -> int:
@@ -70,18 +75,42 @@ def compaction_plan(
     wanted = max(1, strategy.keep_turns)
     window = list(sent[-wanted:])
     for at, candidate in enumerate(window):
-        if candidate is newest or _starts(candidate.request, newest.request):
-            kept = len(window) - at
-            if kept < wanted:
-                log.info("compaction_keeps_fewer", namespace=m.namespace, kept=kept, asked=wanted)
-            request = compaction_request(candidate.request, strategy.instructions)
-            return CompactionPlan(
-                request, candidate.last_sequence, candidate._token.end_chain, candidate.branch, kept
-            )
+        if candidate is not newest and not starts(candidate.request, newest.request):
+            continue
+        changes = carries_head_change(m, candidate)
+        if changes and candidate is not newest and changed_after(m, candidate.last_sequence):
+            continue  # a kept head change after a summarized one (rule 26): keep fewer
+        kept = len(window) - at
+        if kept < wanted:
+            log.info("compaction_keeps_fewer", namespace=m.namespace, kept=kept, asked=wanted)
+        request = compaction_request(candidate.request, strategy.instructions)
+        end = candidate._token.end_chain
+        return CompactionPlan(
+            request, candidate.last_sequence, end, candidate.branch, kept, changes
+        )
     return None  # pragma: no cover - the newest always starts itself
 
 
-def _starts(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+def carries_head_change(m: CompileHost, result: CompileResult) -> bool:
+    """Whether ``result``'s request sends a stored head change (a system message SPEC 7b
+    appended for a system or tools change)."""
+    messages = result.request.get("messages") or ()
+    for entry, message in zip(result.provenance, messages, strict=False):
+        if message.get("role") != "system":
+            continue
+        for source in entry.sources:
+            if m.store.get(m.namespace, source.message_id).metadata.kind == HEAD_CHANGE_KIND:
+                return True
+    return False
+
+
+def changed_after(m: CompileHost, sequence: int) -> bool:
+    """Whether a head change is stored on the branch after ``sequence``."""
+    after = m.store.read(m.namespace, m.lineage(), after=sequence)
+    return any(msg.metadata.kind == HEAD_CHANGE_KIND for msg in after)
+
+
+def starts(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     """Whether ``new`` is ``old`` with messages appended: the same model, ``system`` and
     ``tools``, and ``old``'s messages first, unchanged (cache markers aside, rule 2)."""
     if any(_plain(old.get(k)) != _plain(new.get(k)) for k in ("model", "system", "tools")):

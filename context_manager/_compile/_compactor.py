@@ -31,7 +31,13 @@ from context_manager._model._log import library_logger
 from context_manager._model._messages import MessageId
 from context_manager._model._results import CompileResult
 
-from ._compact_step import CompactionPlan, compaction_plan, store_compaction
+from ._compact_step import (
+    CompactionPlan,
+    changed_after,
+    compaction_plan,
+    starts,
+    store_compaction,
+)
 from ._host import CompileHost
 from ._strategies import KEEP_TURNS_LIMIT, Compact, Passthrough
 
@@ -75,6 +81,8 @@ class Compactor:
         """Whether a branch's render is counted hot now (``_resident.kept_hot``)."""
         self._sent: dict[str, list[CompileResult]] = {}
         self._pending: dict[str, PendingCompaction] = {}
+        self._diverged: dict[str, str] = {}
+        """Branches whose history a compile rendered otherwise while their compaction ran."""
         self._failures = 0
         self._edits = 0
 
@@ -83,6 +91,11 @@ class Compactor:
         the same messages replaces the request it retries)."""
         if result.dry:
             return
+        pending = self._pending.get(result.branch)
+        if pending is not None and not starts(pending.plan.request, result.request):
+            # rule 27: append-only on the full history while it runs; a strip or a jump
+            # sent the summarized messages otherwise, so the block would not stand for them
+            self._diverged[result.branch] = "the history it summarizes was sent otherwise"
         if not self._holds(result.branch):
             self._sent.pop(result.branch, None)
             return
@@ -142,6 +155,7 @@ class Compactor:
             return None
         pending = PendingCompaction(plan, self._edits)
         self._pending[plan.branch] = pending
+        self._diverged.pop(plan.branch, None)
         log.info(
             "compaction_started",
             namespace=self._host.namespace,
@@ -156,7 +170,7 @@ class Compactor:
         if self._pending.get(pending.plan.branch) is not pending:
             return None  # abandoned already
         del self._pending[pending.plan.branch]
-        why = self._spoiled(pending, answer)
+        why = self._diverged.pop(pending.plan.branch, None) or self._spoiled(pending, answer)
         if why is not None:
             self._abandoned(pending, why)
             return None
@@ -174,12 +188,16 @@ class Compactor:
             return "a stored message was edited while it ran"
         if self._host.current_branch_key() != pending.plan.branch:
             return "the current branch changed while it ran"
+        plan = pending.plan
+        if plan.summarizes_changes and changed_after(self._host, plan.covers_upto):
+            return "a head change was appended while it ran, after one it summarizes (rule 26)"
         return None
 
     def abandon(self, pending: PendingCompaction, why: str) -> None:
         """Forget ``pending``: its answer, if one comes, is not swapped in."""
         if self._pending.get(pending.plan.branch) is pending:
             del self._pending[pending.plan.branch]
+            self._diverged.pop(pending.plan.branch, None)
             self._abandoned(pending, why)
 
     def _abandoned(self, pending: PendingCompaction, why: str) -> None:
