@@ -20,10 +20,8 @@ Invariants:
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import json
-from pathlib import Path
 from typing import Any
 
 import attrs
@@ -32,13 +30,15 @@ from attrs import AttrsInstance
 from context_manager._model._process import PROCESS
 from context_manager._store._protocol import Lineage
 
+from ._code_digest import PACKAGE
+from ._code_digest import code_digest as source_digest
 from ._compact import CompactRender
 from ._render import RenderState
 
 FORMAT = 2
 """Bumped whenever what a snapshot's bytes hold changes shape."""
 
-_PACKAGE = Path(__file__).resolve().parents[1]
+_PACKAGE = PACKAGE
 """The ``context_manager`` package whose source the code digest covers."""
 
 
@@ -62,20 +62,13 @@ def enabled() -> bool:
 def code_digest() -> str | None:
     """A digest of this library's Python source (``None``: it cannot be read, so no snapshot).
 
-    Read once per process; a snapshot written by other code (another release, a local change)
+    Read once per process (``_code_digest``: from its cache beside the bytecode when every
+    file is as it was); a snapshot written by other code (another release, a local change)
     never matches.
     """
     digest_once = PROCESS.snapshots.digest
     if not digest_once:
-        try:
-            files = sorted(_PACKAGE.rglob("*.py"))
-            digest = hashlib.sha256()
-            for path in files:
-                digest.update(str(path.relative_to(_PACKAGE)).encode())
-                digest.update(path.read_bytes())
-            digest_once.append(digest.hexdigest() if files else None)
-        except OSError:
-            digest_once.append(None)
+        digest_once.append(source_digest(_PACKAGE))
     return digest_once[0]
 
 
