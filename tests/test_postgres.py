@@ -21,7 +21,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from helpers import PROBE_HEAD, head_json
+from helpers import PROBE_HEAD, THINKING_HEAD, head_json
 from postgres_server import Server
 from psycopg.conninfo import make_conninfo
 
@@ -558,3 +558,44 @@ def test_the_command_line_runs_and_reads_an_agent_on_postgresql(postgres_dsn: st
     assert read.returncode == 0, read.stderr
     texts = [json.loads(line)["text"] for line in read.stdout.splitlines()]
     assert texts == ["hello there", "You said: hello there"]
+
+
+def test_a_reply_is_recorded_in_one_round_trip_and_a_compile_in_one(
+    postgres_dsn: str, tmp_path: Path
+) -> None:
+    """Issue 36: a tool loop on PostgreSQL costs one round trip for the compile and one for the
+    reply's record (each after the pool's check of the connection it lends), counted as the
+    client's ``Sync`` messages in libpq's own trace of the wire."""
+    import psycopg_pool
+
+    trace = (tmp_path / "wire.txt").open("w")
+    pool = psycopg_pool.ConnectionPool(
+        postgres_dsn, configure=lambda conn: conn.pgconn.trace(trace.fileno()), open=True
+    )
+
+    def syncs() -> int:
+        trace.flush()
+        return (tmp_path / "wire.txt").read_text().count("\tSync")
+
+    client = Simulator().sync_client()
+    try:
+        store = PostgresStore(pool)
+        cm = ContextManager.open(store, namespace="ada")
+        for text in ("Hello.", "And then?"):
+            cm.add_message("user", text)
+            result = cm.compile(THINKING_HEAD)
+            cm.record_reply(client.beta.messages.create(**result.request), result)
+        cm.add_message("user", "Once more?")
+        before = syncs()
+        result = cm.compile(THINKING_HEAD)
+        compiled = syncs()
+        reply = client.beta.messages.create(**result.request)
+        replied = syncs()
+        cm.record_reply(reply, result)
+        recorded = syncs()
+        store.close()
+    finally:
+        pool.close()
+        trace.close()
+
+    assert (compiled - before, recorded - replied) == (1, 1)

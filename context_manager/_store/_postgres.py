@@ -45,6 +45,7 @@ from context_manager._store._read import check_limit, select_window
 from context_manager._store._sql import MESSAGE_COLUMNS, segment_queries
 
 from ._hold import Hold, holder_identity
+from ._postgres_append import append_params
 from ._postgres_binding import PostgresBindingRecords
 from ._postgres_connection import _describe
 from ._postgres_hold import HoldConnections, PostgresHold
@@ -281,6 +282,23 @@ class PostgresStore(PostgresBindingRecords):
         wire, meta = encode_message(content, metadata)
         stored_content, stored_meta = decode_message(wire, meta)
         created_at = dt.datetime.now(dt.UTC)
+        if self._batch() is None:
+            row = message_row(
+                namespace, branch, 0, role, (wire, meta), metadata.kind, created_at, stamp
+            )
+            sequence = self._append_once(namespace, append_params(row, branch, signatures))
+            if sequence is None:
+                with self._reading(namespace) as conn:
+                    raise BranchNotFound(branch, self._live_names(conn, namespace))
+            return StoredMessage(
+                id=f"msg_{sequence}",
+                sequence=sequence,
+                branch=branch,
+                role=role,
+                content=stored_content,
+                metadata=stored_meta,
+                created_at=created_at,
+            )
         with self._write(namespace) as conn:
             at = {"ns": namespace, "id": branch.partition("@")[0]}
             if not conn.execute(POSTGRES.branch_id_exists, at).fetchone():

@@ -20,6 +20,7 @@ import attrs
 from context_manager._model._errors import AgentBusy, StoreUnavailable
 from context_manager._model._log import library_logger
 
+from ._postgres_append import append_once
 from ._postgres_hold import describe_holder
 from ._postgres_schema import LOCK_CLASS
 
@@ -149,6 +150,22 @@ class PostgresConnections:
             holder = describe_holder(conn, LOCK_CLASS, key, hold=False)
             log.warning("agent_busy", namespace=namespace, holder=holder)
             raise AgentBusy(namespace, holder, self.lock_timeout) from err
+
+    def _append_once(self, namespace: str, params: dict[str, Any]) -> int | None:
+        """``append`` outside a batch in one round trip (``_postgres_append``): the sequence,
+        or ``None`` when the branch is not there."""
+        key = self._key(namespace)
+        with self._mapped(), self._pool.connection(timeout=self.connect_timeout) as conn:
+            conn.autocommit = True
+            try:
+                sequence: int | None = append_once(
+                    conn, (LOCK_CLASS, key), self._timeout_ms(), params
+                )
+                return sequence
+            except self._psycopg.errors.LockNotAvailable as err:
+                holder = describe_holder(conn, LOCK_CLASS, key, hold=False)
+                log.warning("agent_busy", namespace=namespace, holder=holder)
+                raise AgentBusy(namespace, holder, self.lock_timeout) from err
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:
