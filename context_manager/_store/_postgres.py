@@ -282,39 +282,19 @@ class PostgresStore(PostgresBindingRecords):
         wire, meta = encode_message(content, metadata)
         stored_content, stored_meta = decode_message(wire, meta)
         created_at = dt.datetime.now(dt.UTC)
-        if self._batch() is None:
-            row = message_row(
-                namespace, branch, 0, role, (wire, meta), metadata.kind, created_at, stamp
-            )
-            sequence = self._append_once(namespace, append_params(row, branch, signatures))
-            if sequence is None:
+        encoded = (wire, meta)
+        if self._batch() is None:  # one round trip (``_postgres_append``)
+            row = message_row(namespace, branch, 0, role, encoded, metadata.kind, created_at, stamp)
+            drawn = self._append_once(namespace, append_params(row, branch, signatures))
+            if drawn is None:
                 with self._reading(namespace) as conn:
                     raise BranchNotFound(branch, self._live_names(conn, namespace))
-            return StoredMessage(
-                id=f"msg_{sequence}",
-                sequence=sequence,
-                branch=branch,
-                role=role,
-                content=stored_content,
-                metadata=stored_meta,
-                created_at=created_at,
+            sequence, message_id = drawn, f"msg_{drawn}"
+        else:
+            sequence = self._append_batched(
+                namespace, branch, role, encoded, metadata, created_at, stamp, signatures
             )
-        with self._write(namespace) as conn:
-            at = {"ns": namespace, "id": branch.partition("@")[0]}
-            if not conn.execute(POSTGRES.branch_id_exists, at).fetchone():
-                raise BranchNotFound(branch, self._live_names(conn, namespace))
-            sequence = self._next(conn)
-            row = message_row(
-                namespace, branch, sequence, role, (wire, meta), metadata.kind, created_at, stamp
-            )
-            message_id = row["id"]
-            conn.execute(POSTGRES.message_insert, row)
-            if signatures:
-                with conn.cursor() as cursor:
-                    cursor.executemany(
-                        POSTGRES.signature_insert,
-                        [{"ns": namespace, "sig": s, "message_id": message_id} for s in signatures],
-                    )
+            message_id = f"msg_{sequence}"
         return StoredMessage(
             id=message_id,
             sequence=sequence,
@@ -324,6 +304,35 @@ class PostgresStore(PostgresBindingRecords):
             metadata=stored_meta,
             created_at=created_at,
         )
+
+    def _append_batched(
+        self,
+        namespace: str,
+        branch: str,
+        role: Role,
+        encoded: tuple[str, str],
+        metadata: MessageMeta,
+        created_at: dt.datetime,
+        stamp: AnyStamp | None,
+        signatures: Sequence[str],
+    ) -> int:
+        """``append`` inside a batch, statement by statement on the batch's connection."""
+        with self._write(namespace) as conn:
+            at = {"ns": namespace, "id": branch.partition("@")[0]}
+            if not conn.execute(POSTGRES.branch_id_exists, at).fetchone():
+                raise BranchNotFound(branch, self._live_names(conn, namespace))
+            sequence = self._next(conn)
+            row = message_row(
+                namespace, branch, sequence, role, encoded, metadata.kind, created_at, stamp
+            )
+            conn.execute(POSTGRES.message_insert, row)
+            if signatures:
+                with conn.cursor() as cursor:
+                    cursor.executemany(
+                        POSTGRES.signature_insert,
+                        [{"ns": namespace, "sig": s, "message_id": row["id"]} for s in signatures],
+                    )
+        return sequence
 
     def get(self, namespace: str, message_id: MessageId) -> StoredMessage:
         with self._reading(namespace) as conn:
