@@ -16,9 +16,10 @@ import attrs
 
 from context_manager._model._head import Head
 from context_manager._model._messages import MessageId, StoredMessage
-from context_manager._store._protocol import AnchoredHead, Lineage, Release
+from context_manager._store._protocol import AnchoredHead, Lineage
 
 from ._compact import CompactRender
+from ._releases import Releases
 from ._render import Pieces, RenderState
 
 
@@ -27,7 +28,7 @@ class BindingRecord:
     """A branch's binding record in memory (mirrors the store; see ``_store.BindingRecordData``)."""
 
     first_compiled: bool
-    releases: dict[MessageId, Release]
+    releases: Releases
     """Releases of the messages in ``looked_up`` only (read for the window, never the whole
     branch: one per reply that ever left the window)."""
     anchor: int | None
@@ -40,7 +41,7 @@ class BindingRecord:
         render reads those of the messages it meets that it has not looked up). New
         containers, not cleared ones: a compile running meanwhile in another thread keeps
         judging by those it holds."""
-        self.releases = {}
+        self.releases = Releases()
         self.looked_up = set()
 
     def _check(self) -> None:

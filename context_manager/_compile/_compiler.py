@@ -61,6 +61,7 @@ from ._host import CompileHost
 from ._inflight import INFLIGHT_CAUSES, Restored, restore_inflight
 from ._observe import log_observed, observe_reply
 from ._pressure import PRESSURE
+from ._releases import Releases
 from ._render import (
     RenderContext,
     RenderState,
@@ -282,7 +283,7 @@ class Compiler(WindowRenderer):
             data = self.manager.store.binding_record(self.manager.namespace, key, releases=False)
             record = cache.record = BindingRecord(
                 data.first_compiled or self._parent_compiled(key, data.anchored_head),
-                dict(data.releases),
+                Releases(data.releases),
                 data.anchor,
                 data.left_out,
                 anchored_head=data.anchored_head,

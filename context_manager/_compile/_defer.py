@@ -20,6 +20,7 @@ from context_manager._store._protocol import Release
 
 from ._fold import FoldRequest
 from ._inflight import inflight_index
+from ._releases import Releases
 from ._run import Draft, Run
 from ._shed import newest_turn_start
 
@@ -33,11 +34,7 @@ def defer_releases(run: Run, draft: Draft) -> Generator[FoldRequest, str, Draft]
     began = newest_turn_start(state.spans)
     if draft.folded or index is None or began is None:
         return draft
-    recent = {
-        mid
-        for mid, release in ctx.releases.items()
-        if not release.reported and release.at_sequence is not None and release.at_sequence >= began
-    }
+    recent = recorded_since(ctx.releases, began)
     if not recent:
         return draft
     source = state.provenance[index].single_source
@@ -52,6 +49,18 @@ def defer_releases(run: Run, draft: Draft) -> Generator[FoldRequest, str, Draft]
     if not lost:
         return draft
     return attrs.evolve(draft, state=without, ctx=held, deferred=True)
+
+
+def recorded_since(releases: Mapping[MessageId, Release], began: int) -> set[MessageId]:
+    """The replies whose release is unreported and was recorded since sequence ``began`` (a
+    branch's ``Releases`` keeps the answer until they change; another mapping is scanned)."""
+    if isinstance(releases, Releases):
+        return set(releases.recorded_since(began))
+    return {
+        mid
+        for mid, release in releases.items()
+        if not release.reported and release.at_sequence is not None and release.at_sequence >= began
+    }
 
 
 def _without_recent(
