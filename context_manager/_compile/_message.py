@@ -38,6 +38,7 @@ from context_manager._model._results import ProvenanceKind, Source
 
 from ._judge import judge_thinking
 from ._observe import predicted_only
+from ._plain import render_plain
 from ._render import (
     _EXACT,
     _TAGS,
@@ -68,6 +69,13 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
         The canonical bytes of the blocks it newly encoded into ``ctx.pieces`` (0 without them):
         what keeping the window's encoded blocks costs grows by that much.
     """
+    plain = render_plain(state, ctx, message)  # a plain user message: nothing to judge
+    return render_judged(state, ctx, message) if plain is None else plain
+
+
+def render_judged(state: RenderState, ctx: RenderContext, message: StoredMessage) -> int:
+    """``render_message`` by the general path, for any message: routed, then built block by
+    block and judged (``_plain.render_plain`` matches it on the messages it takes)."""
     role = _route(state, ctx, message)
     if role is None:
         return 0
