@@ -69,8 +69,11 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
         The canonical bytes of the blocks it newly encoded into ``ctx.pieces`` (0 without them):
         what keeping the window's encoded blocks costs grows by that much.
     """
-    plain = render_plain(state, ctx, message)  # a plain user message: nothing to judge
-    return render_judged(state, ctx, message) if plain is None else plain
+    if message.role == "user":  # a plain one has nothing to judge (``_plain``)
+        plain = render_plain(state, ctx, message)
+        if plain is not None:
+            return plain
+    return render_judged(state, ctx, message)
 
 
 def render_judged(state: RenderState, ctx: RenderContext, message: StoredMessage) -> int:
