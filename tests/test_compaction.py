@@ -26,9 +26,19 @@ from helpers import (
     thinking_signatures,
 )
 
-from context_manager import Compact, ContextManager, Fold, Head, SQLiteStore, Store, ThinkingBlock
+from context_manager import (
+    Compact,
+    ContextManager,
+    Fold,
+    Head,
+    SQLiteStore,
+    Store,
+    ThinkingBlock,
+    Window,
+)
 from context_manager.runtime import Agent
 from context_manager.simulator import PREFIX_MISMATCH, Simulator
+from context_manager.simulator._system import offered_tools
 
 LONG = LONG_TURN
 TRIGGER = 300
@@ -337,3 +347,39 @@ async def test_a_tool_added_and_removed_inside_the_summarized_range_stays_declar
     ]
     assert reply.input_transformations in (None, [])
     assert invalid_calls(sim) == []
+
+
+async def test_a_window_that_jumps_past_the_kept_turns_re_anchors_so_a_tool_comes_back_once(
+    store: Store,
+) -> None:
+    """A window start past a compaction's kept turns has changed every later block's prefix
+    (rule 5), so the head re-anchors as it does without a block: a tool removed, restated
+    after the block (rule 26), left behind by the jump and then wanted again is offered by
+    ``tools`` once, not added a second time by a change (a 400: already available)."""
+    sim = Simulator()
+    client = sim.client()
+    window = Window(max_tokens=400, shed_thinking=False)
+    cm = ContextManager.open(store, namespace="ada", strategy=window)
+    grown = attrs.evolve(PROBE_HEAD, tools=[*PROBE_HEAD.tools, GREP_TOOL])
+
+    async def turn(head: Head, text: str) -> None:
+        cm.add_message("user", text)
+        result = await cm.compile_async(head)
+        cm.record_reply(await client.beta.messages.create(**result.request), result)
+
+    await turn(grown, "Question 0.")
+    await turn(PROBE_HEAD, "Question 1.")  # grep removed: a change appended
+    cm.strategy = Compact(1)
+    assert await cm.compact_async(client) is not None
+    cm.strategy = window
+    await turn(PROBE_HEAD, f"Question 2: {LONG}")  # the removal is restated after the block
+    await turn(grown, f"Question 3: grep again, please. {LONG * 3}")  # and left behind
+
+    before = sim.calls[-2].request["messages"]
+    assert before[-1]["content"][0]["type"] == "tool_removal"  # restated after the block
+    assert [c.status for c in sim.calls] == [200] * len(sim.calls)
+    assert invalid_calls(sim) == []
+    sent = sim.calls[-1].request
+    assert first_block(sent)["type"] == "compaction"
+    assert "grep" in offered_tools(sent).active
+    assert sent["messages"][1]["content"][0]["text"].startswith("Question 3")

@@ -133,7 +133,9 @@ def render_compaction(state: RenderState, ctx: RenderContext, message: StoredMes
     if chain is not None:
         state.chain = chain
     sent = message.metadata.extra.get("sent")
-    if isinstance(sent, Mapping):
-        state.last_change = dict(sent)
+    if isinstance(sent, Mapping) and ctx.appends and message.sequence > ctx.anchor_sequence:
+        state.last_change = dict(sent)  # a head anchored since the block already says it
+    covers = message.metadata.extra.get("covers_upto")
+    state.kept_from = covers + 1 if isinstance(covers, int) else message.sequence
     state.last_kept = None
     state.betas.add(COMPACTION_BETA)
