@@ -17,11 +17,13 @@ from helpers import (
     request_blocks,
     request_texts,
     runtime_on,
+    signed_conversation,
     snapshots_off,
     thinking_signatures,
 )
 
-from context_manager import Fold, Head, Passthrough, Store, ThinkingStrip
+from context_manager import ContextManager, Fold, Head, Passthrough, Store, ThinkingStrip
+from context_manager._compile._strategies import estimate_tokens
 from context_manager.runtime import Agent
 from context_manager.simulator import Simulator
 
@@ -201,3 +203,30 @@ async def test_a_store_reopened_after_a_mid_round_fold_sends_what_was_sent(store
 
     assert again == kept
     assert thinking_signatures({"messages": again}) != []
+
+
+async def test_a_fold_measures_its_kept_tail_as_it_is_sent_without_the_stripped_thinking(
+    store: Store,
+) -> None:
+    """``keep_tokens`` bounds the tail the fold sends: each kept reply's thinking strips, so it
+    is weighed without it (here a reply weighs 75 tokens with its thinking, 16 without)."""
+    sim = Simulator(script=calling_script())
+    cm = ContextManager.open(store, namespace="ada")
+    await signed_conversation(sim, cm, 6)
+    cm.strategy = Fold(lambda covered: "Questions 0 to 2.", trigger_tokens=1, keep_tokens=100)
+
+    folded = cm.compile(THINKING_HEAD)
+
+    assert request_texts(folded.request) == [
+        "[summary of earlier conversation]\nQuestions 0 to 2.",
+        "question 3",
+        "Noted: question 3",
+        "question 4",
+        "Noted: question 4",
+        "question 5",
+        "Noted: question 5",
+        "and now?",
+    ]
+    assert thinking_signatures(folded.request) == []
+    tail = folded.request["messages"][1:]
+    assert sum(estimate_tokens(m) for m in tail) <= 100

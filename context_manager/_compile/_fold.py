@@ -11,11 +11,18 @@ the summary plus the in-flight round's results as text, nothing older replayed.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import attrs
 
-from context_manager._model._content import TextBlock, ToolResultBlock, ToolUseBlock
+from context_manager._model._content import (
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    block_to_wire,
+    is_thinking,
+)
 from context_manager._model._messages import MessageId, MessageMeta, StoredMessage
 
 from ._render import RenderState, Span, StripEntry, is_clean_start
@@ -50,15 +57,18 @@ def plan_fold(
     spans: Sequence[Span],
     keep_tokens: int,
     carries_thinking: bool,
+    estimator: Callable[[Any], int] | None = None,
 ) -> FoldRequest | None:
     """The fold of ``window`` (the rendered messages, summaries left out), or ``None``.
 
     ``None`` when there is nothing new to fold. ``previous`` is the summary the window starts
-    from, handed to the summarizer first.
+    from, handed to the summarizer first. With ``estimator`` (the binding strips the kept
+    tail's thinking) the tail is measured as it is sent: each reply without its thinking.
     """
     if not window:
         return None  # nothing stored since the last fold: there is nothing to fold
-    cut = fold_cut(spans, keep_tokens)
+    sent = _SentTokens(window, estimator) if estimator is not None else None
+    cut = fold_cut(spans, keep_tokens, sent)
     # The round is judged by the newest message other than a system one: a notice stored at
     # the tool round's boundary stays after the fold, unfolded, so the agent sees it.
     rounds = list(window)
@@ -97,6 +107,22 @@ def _mid_round(
     steps = rounds[opening + 1 :]
     span = (steps[0].sequence, steps[-1].sequence)
     return _request(window, previous, cut - 1, rounds_text(steps), span)
+
+
+class _SentTokens:
+    """What a span weighs once folded: a reply's tokens without its thinking (which strips:
+    its prefix changed, provider rule 20), every other span as rendered. O(1) per span."""
+
+    def __init__(self, window: Sequence[StoredMessage], estimator: Callable[[Any], int]) -> None:
+        self.by_sequence = {m.sequence: m for m in window}
+        self.estimator = estimator
+
+    def __call__(self, span: Span) -> int:
+        message = self.by_sequence.get(span.sequence)
+        if message is None or not any(is_thinking(b) for b in message.content):
+            return span.tokens
+        kept = [block_to_wire(b) for b in message.content if not is_thinking(b)]
+        return min(span.tokens, self.estimator({"role": message.role, "content": kept}))
 
 
 def _request(
