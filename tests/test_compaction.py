@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import attrs
 import pytest
 from helpers import (
     GREP_TOOL,
@@ -98,6 +99,45 @@ async def test_a_drop_of_the_kept_reply_sent_beside_the_block_is_placed_on_that_
     [signature] = [b.signature for b in kept.content if isinstance(b, ThinkingBlock)]
     assert dropped.request["messages"][0]["content"][1]["signature"] == signature
     assert signature not in thinking_signatures(sim.calls[-1].request)
+
+
+async def test_thinking_kept_by_a_compaction_without_preserved_thinking_is_left_out_when_checked(
+    store: Store,
+) -> None:
+    """Rule 25 (a): a compaction on a model that does not preserve thinking (Mythos 5.1 runs
+    no prefix check) keeps the reply's thinking valid only for such models; once a model with
+    the check reads the history, the kept thinking is left out (cause ``messages``), never
+    sent for the API to drop, while thinking made after the block is still sent."""
+    sim = Simulator(script=calling_script("probe"))
+    runtime = runtime_on(sim, store)
+    mythos = attrs.evolve(PROBE_HEAD, model="claude-mythos-5-1")
+    ada = runtime.register(
+        Agent("ada", mythos, tools={"probe": lambda _: "fine"}, strategy=Compact(TRIGGER))
+    )
+    for n in range(12):
+        await ada.run_turn(f"Turn {n}: {LONG}")
+        if compaction_calls(sim):
+            break
+    [block] = compactions(ada.context)
+    assert block.metadata.extra["preserving"] is False
+    kept = ada.context.messages()[-2]
+    [kept_signature] = [b.signature for b in kept.content if isinstance(b, ThinkingBlock)]
+    await ada.run_turn("Still on Mythos?")
+    assert kept_signature in thinking_signatures(sim.calls[-1].request)  # no check: kept
+
+    strips: list[Any] = []
+    ada.context.on_thinking_strip(lambda strip, key: strips.append(strip))
+    ada.head = attrs.evolve(mythos, model="claude-fable-5-1")  # reads Mythos 5.1's blocks
+    result = await ada.run_turn("Now on Fable.")
+    await ada.run_turn("And again.")
+
+    assert invalid_calls(sim) == []
+    for call in sim.calls[-2:]:
+        sent = thinking_signatures(call.request)
+        assert kept_signature not in sent
+        assert sent  # the thinking made after the block still goes
+    assert [(s.cause, s.replies) for s in strips] == [("messages", (kept.id,))]
+    assert result.notices == ()  # a compaction between turns is not told (SPEC 9)
 
 
 async def test_the_compaction_request_is_the_last_request_sent_with_the_compaction_field(
@@ -265,3 +305,35 @@ def test_transcript_shows_a_compaction_block_as_a_marker_with_its_coverage(tmp_p
         line.endswith("assistant ⟨compaction: a server summary of everything up to #2⟩")
         for line in shown
     )
+
+
+async def test_a_tool_added_and_removed_inside_the_summarized_range_stays_declared_after_the_block(
+    store: Store,
+) -> None:
+    """Rule 25 (c) with rule 3: a new tool the library added as a deferred definition is part
+    of the prefix of the thinking made after its addition; removed again before the
+    compaction, its definition must stay in ``tools`` after the block, or the kept reply's
+    thinking fails (the definition once went with the summarized change)."""
+    sim = Simulator()
+    client = sim.client()
+    cm = ContextManager.open(store, namespace="ada", strategy=Compact(50))
+    grown = attrs.evolve(PROBE_HEAD, tools=[*PROBE_HEAD.tools, GREP_TOOL])
+    for n, head in enumerate((PROBE_HEAD, grown, PROBE_HEAD, PROBE_HEAD)):
+        cm.add_message("user", f"Question {n}: {LONG}")
+        result = await cm.compile_async(head)
+        cm.record_reply(await client.beta.messages.create(**result.request), result)
+    compacted = result.request["tools"]
+    assert any(t.get("defer_loading") and t["name"] == "grep" for t in compacted)
+    assert await cm.compact_async(client) is not None
+
+    cm.add_message("user", "And now?")
+    result = await cm.compile_async(PROBE_HEAD)
+    reply = await client.beta.messages.create(**result.request)
+
+    assert [t["name"] for t in result.request["tools"]] == [t["name"] for t in compacted]
+    assert [b["type"] for b in result.request["messages"][0]["content"]][:2] == [
+        "compaction",
+        "thinking",
+    ]
+    assert reply.input_transformations in (None, [])
+    assert invalid_calls(sim) == []

@@ -846,12 +846,12 @@ class ReliabilityMachine(RuleBasedStateMachine):
         self._turn(then)
 
     def _can_compact(self) -> bool:
-        """The last request's model can compact (rule 24) and runs the prefix check. A
-        compaction on a model without it keeps no kept turn's thinking valid for a later model
-        with it (rule 25 a), which the compiler does not yet judge (issue 29, open)."""
+        """The last request's model can compact (rule 24). On a model without preserved
+        thinking the kept turns' thinking stays valid only while no model with the prefix
+        check reads it (rule 25 a)."""
         calls = self.sim.calls
         model = str(calls[-1].request.get("model")) if calls else ""
-        return model in COMPACTION_MODELS and documented_prefix_check(model)
+        return model in COMPACTION_MODELS
 
     @precondition(lambda self: not self.fold_armed)
     @rule(then=THEN)
