@@ -230,3 +230,34 @@ async def test_a_fold_measures_its_kept_tail_as_it_is_sent_without_the_stripped_
     assert thinking_signatures(folded.request) == []
     tail = folded.request["messages"][1:]
     assert sum(estimate_tokens(m) for m in tail) <= 100
+
+
+async def test_a_system_message_inside_the_open_turn_is_still_sent_after_a_mid_round_fold(
+    store: Store,
+) -> None:
+    """The host's own system message, stored while the open turn's first round ran, is not
+    left out with the rounds sent as text: it follows them, in place (VENDOR_RULES 16)."""
+    host = Host(store, PROBE_HEAD, keep_tokens=1_500, rounds=2)
+    run = host._run
+
+    def noting(arg: Any) -> str:
+        if host.arming and host.runs == 0:
+            host.agent.context.add_message("system", "The deploy is frozen until Monday.")
+        return run(arg)
+
+    host.agent.tools["probe"] = noting
+    folded = await host.fold_mid_round()
+
+    (summary,) = host.agent.context.messages(kind="summary")
+    first, last = summary.metadata.extra["inflight"]
+    (note,) = [
+        m for m in host.agent.context.messages() if m.metadata.kind is None and m.role == "system"
+    ]
+    assert first < note.sequence < last  # stored inside the rounds sent as text
+    roles = [m["role"] for m in folded["messages"]]
+    assert roles[-2:] == ["user", "system"]
+    assert folded["messages"][-1]["content"] == [
+        {"type": "text", "text": "The deploy is frozen until Monday."}
+    ]
+    await host.agent.run_turn("please use tool once more")
+    _accepted(host.sim)

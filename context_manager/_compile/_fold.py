@@ -111,7 +111,8 @@ def _mid_round(
 
 class _SentTokens:
     """What a span weighs once folded: a reply's tokens without its thinking (which strips:
-    its prefix changed, provider rule 20), every other span as rendered. O(1) per span."""
+    its prefix changed, provider rule 20), every other span as rendered. O(the message) per
+    span with thinking, O(1) for any other."""
 
     def __init__(self, window: Sequence[StoredMessage], estimator: Callable[[Any], int]) -> None:
         self.by_sequence = {m.sequence: m for m in window}
@@ -223,7 +224,8 @@ def inflight_text(window: Sequence[StoredMessage]) -> str:
 
 def rounds_text(steps: Sequence[StoredMessage]) -> str:
     """The open turn's rounds as text: each reply's words, then its calls' results, each
-    labelled with its call (system messages and notices left out: they are sent in place)."""
+    labelled with its call, and any words stored with them (system messages and notices left
+    out: they are sent in place)."""
     lines: list[str] = []
     names: dict[str, str] = {}
     for msg in steps:
@@ -234,8 +236,9 @@ def rounds_text(steps: Sequence[StoredMessage]) -> str:
             words = " ".join(b.text for b in msg.content if isinstance(b, TextBlock)).strip()
             if words:
                 lines.append(f"You wrote: {words}")
-        else:
+        else:  # the results, then any words stored with them
             lines.extend(_result_lines(msg, names))
+            lines.extend(b.text for b in msg.content if isinstance(b, TextBlock) and b.text.strip())
     return "\n".join(lines)
 
 
