@@ -39,7 +39,9 @@ MODEL = "claude-opus-5-5"
 
 KEEP_SHARE = 0.5
 """The recent tail both keep, as a share of the window: ``Fold``'s ``keep_tokens``, and
-``Compact``'s ``keep_turns`` (that many tokens' worth of replies, ``reply_tokens``)."""
+``Compact``'s ``keep_turns`` (that many tokens' worth of replies, ``reply_tokens``). Half: a
+compaction keeps only replies made since the previous block, which bounds its tail at about
+half the window, so a larger share would be kept by the fold alone."""
 
 TURN_TOKENS = 300
 """What a turn adds besides its tool result: a user message, two replies with signed thinking,

@@ -578,7 +578,9 @@ class ReliabilityMachine(RuleBasedStateMachine):
         self.cm.strategy = Fold(
             lambda covered: f"Ada worked through {len(covered)} messages.",
             trigger_tokens=1,
-            keep_tokens=(0, 60, 400)[arg % 3],
+            # 2,000 keeps whole turns before a mid-round fold's open one, sent as text after
+            # them (every other ``arg`` keeps what it kept before: its value mod 3 is as it was)
+            keep_tokens=(0, 60, 400, 0, 60, 2_000)[arg % 6],
         )
         self.fold_armed = True
 
@@ -1082,6 +1084,9 @@ class ReliabilityMachine(RuleBasedStateMachine):
                 )
         summaries = [m for m in visible if m.metadata.kind in ("summary", "compaction")]
         covered = max((int(m.metadata.extra["covers_upto"]) for m in summaries), default=-1)
+        opener = max(summaries, key=lambda m: m.sequence, default=None)
+        as_text = opener.metadata.extra.get("inflight") if opener is not None else None
+        lo, hi = as_text if isinstance(as_text, list) else (0, -1)  # the open turn, as text
         by_id = {m.id: m for m in visible}
         first = min(
             (
@@ -1113,9 +1118,12 @@ class ReliabilityMachine(RuleBasedStateMachine):
                 continue
             thinking = [k for k, b in enumerate(message.content) if _is_thinking(b)]
             if message.id not in rendered:
-                assert message.sequence <= covered or message.sequence < first or not thinking, (
-                    f"reply {message.id} was neither rendered, folded away nor before the window"
-                )
+                assert (
+                    message.sequence <= covered
+                    or lo <= message.sequence <= hi
+                    or message.sequence < first
+                    or not thinking
+                ), f"reply {message.id} was neither rendered, folded away nor before the window"
                 continue
             i, blocks, sent = rendered[message.id]
             for k in thinking:
