@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import attrs
 import pytest
 from helpers import (
     GREP_TOOL,
@@ -25,9 +26,19 @@ from helpers import (
     thinking_signatures,
 )
 
-from context_manager import Compact, ContextManager, Fold, Head, SQLiteStore, Store, ThinkingBlock
+from context_manager import (
+    Compact,
+    ContextManager,
+    Fold,
+    Head,
+    SQLiteStore,
+    Store,
+    ThinkingBlock,
+    Window,
+)
 from context_manager.runtime import Agent
 from context_manager.simulator import PREFIX_MISMATCH, Simulator
+from context_manager.simulator._system import offered_tools
 
 LONG = LONG_TURN
 TRIGGER = 300
@@ -98,6 +109,45 @@ async def test_a_drop_of_the_kept_reply_sent_beside_the_block_is_placed_on_that_
     [signature] = [b.signature for b in kept.content if isinstance(b, ThinkingBlock)]
     assert dropped.request["messages"][0]["content"][1]["signature"] == signature
     assert signature not in thinking_signatures(sim.calls[-1].request)
+
+
+async def test_thinking_kept_by_a_compaction_without_preserved_thinking_is_left_out_when_checked(
+    store: Store,
+) -> None:
+    """Rule 25 (a): a compaction on a model that does not preserve thinking (Mythos 5.1 runs
+    no prefix check) keeps the reply's thinking valid only for such models; once a model with
+    the check reads the history, the kept thinking is left out (cause ``messages``), never
+    sent for the API to drop, while thinking made after the block is still sent."""
+    sim = Simulator(script=calling_script("probe"))
+    runtime = runtime_on(sim, store)
+    mythos = attrs.evolve(PROBE_HEAD, model="claude-mythos-5-1")
+    ada = runtime.register(
+        Agent("ada", mythos, tools={"probe": lambda _: "fine"}, strategy=Compact(TRIGGER))
+    )
+    for n in range(12):
+        await ada.run_turn(f"Turn {n}: {LONG}")
+        if compaction_calls(sim):
+            break
+    [block] = compactions(ada.context)
+    assert block.metadata.extra["preserving"] is False
+    kept = ada.context.messages()[-2]
+    [kept_signature] = [b.signature for b in kept.content if isinstance(b, ThinkingBlock)]
+    await ada.run_turn("Still on Mythos?")
+    assert kept_signature in thinking_signatures(sim.calls[-1].request)  # no check: kept
+
+    strips: list[Any] = []
+    ada.context.on_thinking_strip(lambda strip, key: strips.append(strip))
+    ada.head = attrs.evolve(mythos, model="claude-fable-5-1")  # reads Mythos 5.1's blocks
+    result = await ada.run_turn("Now on Fable.")
+    await ada.run_turn("And again.")
+
+    assert invalid_calls(sim) == []
+    for call in sim.calls[-2:]:
+        sent = thinking_signatures(call.request)
+        assert kept_signature not in sent
+        assert sent  # the thinking made after the block still goes
+    assert [(s.cause, s.replies) for s in strips] == [("messages", (kept.id,))]
+    assert result.notices == ()  # a compaction between turns is not told (SPEC 9)
 
 
 async def test_the_compaction_request_is_the_last_request_sent_with_the_compaction_field(
@@ -265,3 +315,71 @@ def test_transcript_shows_a_compaction_block_as_a_marker_with_its_coverage(tmp_p
         line.endswith("assistant ⟨compaction: a server summary of everything up to #2⟩")
         for line in shown
     )
+
+
+async def test_a_tool_added_and_removed_inside_the_summarized_range_stays_declared_after_the_block(
+    store: Store,
+) -> None:
+    """Rule 25 (c) with rule 3: a new tool the library added as a deferred definition is part
+    of the prefix of the thinking made after its addition; removed again before the
+    compaction, its definition must stay in ``tools`` after the block, or the kept reply's
+    thinking fails (the definition once went with the summarized change)."""
+    sim = Simulator()
+    client = sim.client()
+    cm = ContextManager.open(store, namespace="ada", strategy=Compact(50))
+    grown = attrs.evolve(PROBE_HEAD, tools=[*PROBE_HEAD.tools, GREP_TOOL])
+    for n, head in enumerate((PROBE_HEAD, grown, PROBE_HEAD, PROBE_HEAD)):
+        cm.add_message("user", f"Question {n}: {LONG}")
+        result = await cm.compile_async(head)
+        cm.record_reply(await client.beta.messages.create(**result.request), result)
+    compacted = result.request["tools"]
+    assert any(t.get("defer_loading") and t["name"] == "grep" for t in compacted)
+    assert await cm.compact_async(client) is not None
+
+    cm.add_message("user", "And now?")
+    result = await cm.compile_async(PROBE_HEAD)
+    reply = await client.beta.messages.create(**result.request)
+
+    assert [t["name"] for t in result.request["tools"]] == [t["name"] for t in compacted]
+    assert [b["type"] for b in result.request["messages"][0]["content"]][:2] == [
+        "compaction",
+        "thinking",
+    ]
+    assert reply.input_transformations in (None, [])
+    assert invalid_calls(sim) == []
+
+
+async def test_a_window_that_jumps_past_the_kept_turns_re_anchors_so_a_tool_comes_back_once(
+    store: Store,
+) -> None:
+    """A window start past a compaction's kept turns has changed every later block's prefix
+    (rule 5), so the head re-anchors as it does without a block: a tool removed, restated
+    after the block (rule 26), left behind by the jump and then wanted again is offered by
+    ``tools`` once, not added a second time by a change (a 400: already available)."""
+    sim = Simulator()
+    client = sim.client()
+    window = Window(max_tokens=400, shed_thinking=False)
+    cm = ContextManager.open(store, namespace="ada", strategy=window)
+    grown = attrs.evolve(PROBE_HEAD, tools=[*PROBE_HEAD.tools, GREP_TOOL])
+
+    async def turn(head: Head, text: str) -> None:
+        cm.add_message("user", text)
+        result = await cm.compile_async(head)
+        cm.record_reply(await client.beta.messages.create(**result.request), result)
+
+    await turn(grown, "Question 0.")
+    await turn(PROBE_HEAD, "Question 1.")  # grep removed: a change appended
+    cm.strategy = Compact(1)
+    assert await cm.compact_async(client) is not None
+    cm.strategy = window
+    await turn(PROBE_HEAD, f"Question 2: {LONG}")  # the removal is restated after the block
+    await turn(grown, f"Question 3: grep again, please. {LONG * 3}")  # and left behind
+
+    before = sim.calls[-2].request["messages"]
+    assert before[-1]["content"][0]["type"] == "tool_removal"  # restated after the block
+    assert [c.status for c in sim.calls] == [200] * len(sim.calls)
+    assert invalid_calls(sim) == []
+    sent = sim.calls[-1].request
+    assert first_block(sent)["type"] == "compaction"
+    assert "grep" in offered_tools(sent).active
+    assert sent["messages"][1]["content"][0]["text"].startswith("Question 3")

@@ -29,12 +29,6 @@ class ObserveMachine(ReliabilityMachine):
     enforced = False
     enforcement = "observe"
 
-    def _can_compact(self) -> bool:
-        """No compaction steps here: with head changes around a compaction the machine still
-        finds requests the API refuses (rule 26, issue 29 open), which are not observe mode's
-        to predict."""
-        return False
-
     def _open(
         self, sqlite: bool, notices_as: str, readability: frozenset[tuple[int, int]] | None
     ) -> None:

@@ -24,7 +24,7 @@ from context_manager._model._log import library_logger
 from context_manager._model._messages import HEAD_CHANGE_KIND, MessageId
 from context_manager._model._results import CompileResult
 
-from ._compaction import compaction_meta, compaction_request
+from ._compaction import compaction_meta, compaction_request, unmarked
 from ._host import CompileHost
 from ._strategies import Compact
 
@@ -113,19 +113,10 @@ def changed_after(m: CompileHost, sequence: int) -> bool:
 def starts(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     """Whether ``new`` is ``old`` with messages appended: the same model, ``system`` and
     ``tools``, and ``old``'s messages first, unchanged (cache markers aside, rule 2)."""
-    if any(_plain(old.get(k)) != _plain(new.get(k)) for k in ("model", "system", "tools")):
+    if any(unmarked(old.get(k)) != unmarked(new.get(k)) for k in ("model", "system", "tools")):
         return False
     before, now = old.get("messages") or [], new.get("messages") or []
-    return len(before) < len(now) and _plain(before) == _plain(now[: len(before)])
-
-
-def _plain(value: Any) -> Any:
-    """``value`` without ``cache_control`` markers (they are not compared, rule 2)."""
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items() if k != "cache_control"}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value
+    return len(before) < len(now) and unmarked(before) == unmarked(now[: len(before)])
 
 
 def store_compaction(m: CompileHost, plan: CompactionPlan, response: object) -> MessageId | None:
@@ -145,7 +136,14 @@ def store_compaction(m: CompileHost, plan: CompactionPlan, response: object) -> 
         m.current_branch_key(),
         "assistant",
         [UnknownBlock(dict(blocks[0]))],
-        compaction_meta(plan.covers_upto, plan.end_chain, body.get("usage"), plan.messages),
+        compaction_meta(
+            plan.covers_upto,
+            plan.end_chain,
+            body.get("usage"),
+            plan.messages,
+            preserving=m.binding.prefix_check(str(plan.request.get("model", ""))),
+            request=plan.request,
+        ),
     )
     log.info(
         "compacted",

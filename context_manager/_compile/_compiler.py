@@ -513,7 +513,12 @@ class Compiler(WindowRenderer):
         ]
         previous = m.store.get(m.namespace, state.summary_id) if state.summary_id else None
         return plan_fold(
-            window, previous, state.spans, strategy.keep_tokens, bool(kept_thinking(state))
+            window,
+            previous,
+            state.spans,
+            strategy.keep_tokens,
+            bool(kept_thinking(state)),
+            m.estimator if _strips_kept_tail(m, run.asked.model) else None,
         )
 
     # replies
@@ -547,6 +552,13 @@ class Compiler(WindowRenderer):
         if observed is not None:
             self.prediction_mismatches += observed.mismatches
             log_observed(self.manager.namespace, result, observed)
+
+
+def _strips_kept_tail(manager: CompileHost, model: str) -> bool:
+    """Whether a fold's kept tail goes without its thinking (its prefix changed and the model
+    checks it, provider rules 5 and 20): it is then measured as it is sent."""
+    binding = manager.binding
+    return binding.binds and binding.prefix_check(model) and binding.enforcement != "observe"
 
 
 def _summary_text(value: object) -> str:

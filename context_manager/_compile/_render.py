@@ -192,6 +192,9 @@ class RenderState:
     """Betas the rendered system messages need."""
     last_change: dict[str, Any] | None = None
     """What is sent after the newest ``head-change`` message rendered (SPEC 7b), if any."""
+    kept_from: int | None = None
+    """The render opens with a compaction block: the stored sequence its kept turns start at
+    (a window starting later has left them out, so nothing binds the anchored head)."""
     blank_reply: bool = False
     """The newest message rendered is the user's and a reply that said nothing followed it:
     the next user message is preceded by ``EMPTY_REPLY_TEXT`` as the assistant's turn."""

@@ -7,7 +7,7 @@ jumps.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ._render import Span
 
@@ -40,14 +40,17 @@ def required_tokens(spans: Sequence[Span]) -> int:
     return tail
 
 
-def fold_cut(spans: Sequence[Span], keep_tokens: int) -> int | None:
-    """The sequence the kept tail starts at after a fold (``None``: keep nothing)."""
+def fold_cut(
+    spans: Sequence[Span], keep_tokens: int, sent: Callable[[Span], int] | None = None
+) -> int | None:
+    """The sequence the kept tail starts at after a fold (``None``: keep nothing); ``sent``
+    gives what a span weighs once folded (its thinking stripped), ``span.tokens`` without it."""
     if keep_tokens <= 0:
         return None
     tail = 0
     cut: int | None = None
     for span in reversed(spans):
-        tail += span.tokens
+        tail += span.tokens if sent is None else sent(span)
         if tail > keep_tokens:
             break
         if span.clean:

@@ -1,8 +1,10 @@
 """Stage 6, re-anchor (SPEC 7b): when the whole tail was re-rendered anyway (a fold, a window
 jump) or the window starts past a change appended since the anchor, the asked head becomes the
-anchored one and the window is rendered under it. Never under a compaction block: its kept
-turns' thinking needs the anchored ``system`` and ``tools`` unchanged (provider rule 25 c); a
-change summarized away is appended again instead (rule 26)."""
+anchored one and the window is rendered under it. Never under a compaction block whose kept
+turns are still sent: their thinking needs the anchored ``system`` and ``tools`` unchanged
+(provider rule 25 c); a change summarized away is appended again instead (rule 26). A window
+that starts past them has changed every later block's prefix anyway (rule 5), so the head
+re-anchors as without a block (a change it skipped would otherwise be contradicted)."""
 
 from __future__ import annotations
 
@@ -52,7 +54,9 @@ def reanchor(run: Run, draft: Draft) -> Draft:
 def _due(run: Run, draft: Draft) -> bool:
     """The whole tail is re-rendered anyway, and the anchored head would change with it."""
     state, anchor = draft.state, draft.anchor
-    if carries_compaction({"messages": state.messages}):
+    if carries_compaction({"messages": state.messages}) and (
+        state.kept_from is None or state.start <= state.kept_from
+    ):
         return False  # the kept turns need the head they were made under (rule 25 c)
     moved = state.start != draft.start_before
     skipped = anchor is not None and state.start > anchor.at_sequence + 1

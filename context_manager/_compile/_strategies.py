@@ -93,10 +93,14 @@ class Window:
 class Fold:
     """Replace older messages by a summary once the rendered tail exceeds ``trigger_tokens``.
 
-    The kept tail is at most ``keep_tokens`` and never starts inside a tool round; its thinking
-    is stripped (its prefix changed). A fold made mid-round while thinking is still carried uses
-    the simple shape: one user message with the summary and the in-flight round's results as
-    text, nothing older replayed.
+    The kept tail is whole turns, at most ``keep_tokens`` as sent, and never starts inside a
+    tool round; its thinking is stripped (its prefix changed, provider rule 20), so each kept
+    reply is weighed without it. A fold made mid-round while thinking is still carried keeps the
+    same tail before the open turn and sends that turn's rounds (the in-flight call's results
+    among them, each labelled with its call) as text in the turn's user message, so no call
+    goes back without its thinking (rule 6). When no whole turn before the open one fits, it
+    uses the simple shape: one user message with the summary and the in-flight round's results
+    as text, nothing older replayed.
     """
 
     summarizer: Summarizer

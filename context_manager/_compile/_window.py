@@ -26,6 +26,7 @@ from ._cold import cold_anchor, open_round_start
 from ._compact import CompactRender, NotARender
 from ._compaction import COMPACTION_KIND, render_compaction
 from ._fold import SUMMARY_KIND, covers_upto
+from ._fold_render import RoundsText, summary_only
 from ._message import render_message
 from ._release import RenderReleaser
 from ._render import RenderContext, RenderState, render_text_prefix
@@ -192,12 +193,12 @@ class WindowRenderer(RenderReleaser):
             state.legacy_chain = LEGACY_CHAIN_SEED
         if summary is not None:
             _render_opener(state, ctx, summary)
-        encoded = memo.nbytes  # the blocks carried from the last render, then the new ones
-        for message in messages:
-            encoded += render_message(state, ctx, message)
-        memo.nbytes = encoded
-        for message in pending:
-            render_message(state, ctx, message)
+        rounds = RoundsText.of(summary, start)  # a fold's open turn, sent as text (_fold_render)
+        # the blocks carried from the last render, then the new ones
+        memo.nbytes += _render_all(state, ctx, messages, rounds)
+        _render_all(state, ctx, pending, rounds)
+        if rounds is not None:
+            rounds.place(state, ctx)
         return state
 
     def read_window(self, run: Run, start: int) -> list[StoredMessage]:
@@ -229,13 +230,28 @@ class WindowRenderer(RenderReleaser):
         return memo
 
 
+def _render_all(
+    state: RenderState,
+    ctx: RenderContext,
+    messages: Sequence[StoredMessage],
+    rounds: RoundsText | None,
+) -> int:
+    """Render ``messages`` in order, the open turn ``rounds`` sends as text left out; the bytes
+    newly encoded (``render_message``)."""
+    encoded = 0
+    for message in messages:
+        if rounds is None or not rounds.skips(state, ctx, message):
+            encoded += render_message(state, ctx, message)
+    return encoded
+
+
 def _render_opener(state: RenderState, ctx: RenderContext, opener: StoredMessage) -> None:
     """Open the render with a compaction block or a fold's summary."""
     if opener.metadata.kind == COMPACTION_KIND:
         render_compaction(state, ctx, opener)
     else:
         state.summary_id = opener.id
-        render_text_prefix(state, ctx, opener, "summary")
+        render_text_prefix(state, ctx, summary_only(opener), "summary")
 
 
 def _all_thinking_reported(message: StoredMessage, releases: Mapping[MessageId, Release]) -> bool:
