@@ -4,7 +4,7 @@ Half the messages of a working history are the user's: text, or the results answ
 open tool round exactly. Nothing in them is judged, so their render is fixed by what they hold;
 ``render_plain`` renders such a message straight into the state and leaves every other message
 (a notice, a kind, a merge, whitespace, a stray or missing result, a render that still keeps
-the version-1 chain) to ``_message.render_message``'s general path, which it must match exactly:
+the version-1 chain) to the general path (``_message.render_judged``), which it must match exactly:
 the same messages, provenance, token counts, spans, chain and encoded pieces
 (``tests/test_render_plain.py`` renders the same histories both ways). O(size of the message).
 """
