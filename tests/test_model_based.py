@@ -48,6 +48,7 @@ import tempfile
 from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any, Literal
 
+import anthropic
 import attrs
 import pytest
 import structlog
@@ -846,7 +847,9 @@ class ReliabilityMachine(RuleBasedStateMachine):
         self._turn(then)
 
     def _can_compact(self) -> bool:
-        """The last request's model can compact (rule 24). On a model without preserved
+        """The last request's model can compact (rule 24); the request compacted is the
+        current branch's last, which after a branch switch may be on another model (handled
+        by each rule). On a model without preserved
         thinking the kept turns' thinking stays valid only while no model with the prefix
         check reads it (rule 25 a)."""
         calls = self.sim.calls
@@ -864,6 +867,12 @@ class ReliabilityMachine(RuleBasedStateMachine):
         self.cm.strategy = Compact(1, fallback=self.base if isinstance(self.base, Window) else None)
         try:
             stored = self._run(self.cm.compact_async(self.client))
+        except anthropic.BadRequestError as err:
+            # the branch's last request (the one compacted) is on a model that cannot compact:
+            # the manager falls back and the error reaches the caller (``Compactor``)
+            if "does not support on-demand compaction" not in str(err):
+                raise
+            stored = None
         finally:
             self.cm.strategy = self.base
         STATS[f"compacted:{stored is not None}"] += 1
@@ -887,6 +896,9 @@ class ReliabilityMachine(RuleBasedStateMachine):
         finally:
             self.cm.strategy = self.base
         if pending is None:
+            return
+        if pending.request.get("model") not in COMPACTION_MODELS:  # the branch's last request
+            self.cm.abandon_compaction(pending, "the model cannot compact")
             return
         answer = self._run(self.client.beta.messages.create(**pending.request))
         self._turn(then)
