@@ -66,9 +66,15 @@ class Sent:
 
     @classmethod
     def anchored(cls, anchor: AnchoredHead) -> Sent:
-        tools = [dict(t) for t in anchor.head.get("tools", ())]
+        return cls.of_head(anchor.head)
+
+    @classmethod
+    def of_head(cls, head: Mapping[str, Any]) -> Sent:
+        """What is sent under ``head`` (``{"system", "tools"}``) before any change: each
+        non-deferred tool on offer."""
+        tools = [dict(t) for t in head.get("tools", ())]
         return cls(
-            anchor.head.get("system"),
+            head.get("system"),
             tuple(str(t["name"]) for t in tools if not t.get("defer_loading")),
             {str(t["name"]): _loaded(t) for t in tools},
             tuple(t for t in tools if t.get("defer_loading")),

@@ -22,7 +22,6 @@ from typing import Any
 from context_manager._model._content import UnknownBlock
 from context_manager._model._messages import MessageMeta, StoredMessage
 from context_manager._model._results import Source
-from context_manager._store._protocol import AnchoredHead
 
 from ._append import Sent
 from ._render import RenderContext, RenderState, push_message
@@ -92,7 +91,7 @@ def sent_after(request: Mapping[str, Any]) -> Sent:
     had it, deferred definitions included (rule 25 c; a deferred tool once added is part of
     the kept thinking's prefix, rule 3), so a change still wanted is appended again."""
     head = {"system": unmarked(request.get("system")), "tools": unmarked(request.get("tools"))}
-    return Sent.anchored(AnchoredHead(-1, {k: v for k, v in head.items() if v is not None}))
+    return Sent.of_head({k: v for k, v in head.items() if v is not None})
 
 
 def unmarked(value: Any) -> Any:

@@ -55,6 +55,7 @@ from ._render import (
     _place_system,
     _push,
     _synthetic_results,
+    message_pieces,
     rendered_role,
 )
 from ._strategies import estimate_from_chars, estimate_tokens, wire_chars
@@ -174,7 +175,7 @@ class _Message:
         self.signatures: dict[int, str] = {}
         self.answered: set[str] = set()
         self.new_tool_uses: dict[str, str] = {}
-        self.memo = self._memo()
+        self.memo = message_pieces(self.ctx.pieces, self.message)
         self.encoded = 0  # the bytes of the pieces put in ``memo``
         self.counting = ctx.estimator is estimate_tokens  # the default: counted per block, kept
         self.chars = 0
@@ -183,15 +184,6 @@ class _Message:
         self.blank = _blank_only(message.content)  # whitespace is sent only beside other content
         if role == "user" and state.open_tool_uses:
             self._answer_missing()
-
-    def _memo(self) -> list[Piece | None]:
-        content, pieces = self.message.content, self.ctx.pieces
-        if pieces is None:
-            return [None] * len(content)  # kept for this render only
-        memo = pieces.get(self.message.id)
-        if memo is None or len(memo) != len(content):
-            memo = pieces[self.message.id] = [None] * len(content)
-        return memo
 
     def _answer_missing(self) -> None:
         """Synthetic results for the open calls this user message leaves unanswered: a call

@@ -18,7 +18,7 @@ from context_manager._model._content import TextBlock, ToolResultBlock, block_to
 from context_manager._model._messages import StoredMessage
 from context_manager._model._results import Source
 
-from ._render import _TAGS, Piece, RenderContext, RenderState, Span, _attach
+from ._render import _TAGS, RenderContext, RenderState, Span, _attach, message_pieces
 from ._strategies import estimate_from_chars, estimate_tokens, wire_chars
 
 _USER_TAG = _TAGS["user"]
@@ -31,7 +31,7 @@ def render_plain(state: RenderState, ctx: RenderContext, message: StoredMessage)
     if not _plain(state, message):
         return None
     content = message.content
-    memo = _memo(ctx, message)
+    memo = message_pieces(ctx.pieces, message)
     encoded, chars, chain = 0, 0, state.chain
     kept: list[dict[str, Any]] = []
     for index, block in enumerate(content):
@@ -85,17 +85,6 @@ def _plain(state: RenderState, message: StoredMessage) -> bool:
         else:
             return False
     return len(answered) == len(state.open_tool_uses)  # none missing: no synthetic result
-
-
-def _memo(ctx: RenderContext, message: StoredMessage) -> list[Piece | None]:
-    """The message's encoded blocks kept in ``ctx.pieces`` (as ``_message._Message._memo``)."""
-    size, pieces = len(message.content), ctx.pieces
-    if pieces is None:
-        return [None] * size  # kept for this render only
-    memo = pieces.get(message.id)
-    if memo is None or len(memo) != size:
-        memo = pieces[message.id] = [None] * size
-    return memo
 
 
 def _no_results(content: tuple[Any, ...]) -> bool:

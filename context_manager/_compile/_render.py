@@ -56,6 +56,19 @@ Pieces = dict[MessageId, list[Piece | None]]
 renders so a re-render encodes and hashes only what it has not met (the wire dicts are shared
 with the rendered messages, so keeping them costs only the bytes)."""
 
+
+def message_pieces(pieces: Pieces | None, message: StoredMessage) -> list[Piece | None]:
+    """``message``'s encoded blocks kept in ``pieces`` (a fresh list when none are kept, or
+    when the kept list no longer matches its blocks)."""
+    size = len(message.content)
+    if pieces is None:
+        return [None] * size  # kept for this render only
+    memo = pieces.get(message.id)
+    if memo is None or len(memo) != size:
+        memo = pieces[message.id] = [None] * size
+    return memo
+
+
 _EXACT: frozenset[type[Any]] = frozenset(
     {
         TextBlock,
