@@ -367,14 +367,15 @@ def test_a_hold_timeout_below_zero_is_refused(store: Store) -> None:
 
 
 def test_a_hold_cut_by_a_server_restart_is_logged_and_later_holds_connect_afresh(
-    postgres_server: Server, postgres_dsn: str
+    private_postgres: Server,
 ) -> None:
     """A restart cuts a held agent's session: the turn's end logs ``agent_hold_lost``; the next
     hold (and one after a restart that killed the kept idle connection) works without reopening
-    the store."""
-    if postgres_server.data is None:
-        pytest.skip("the server was given by DSN alone (CONTEXT_MANAGER_POSTGRES_DATA unset)")
-    store = PostgresStore(postgres_dsn)
+    the store.
+
+    On a server of its own: a restart of the shared one cuts every other worker's tests."""
+    postgres_server = private_postgres
+    store = PostgresStore(postgres_server.dsn)
     try:
         with capture_logs() as logs, store.hold("ada"):
             postgres_server.restart()
