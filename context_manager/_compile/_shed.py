@@ -7,7 +7,7 @@ first, and never one of the newest turn.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from context_manager._model._messages import MessageId
@@ -39,7 +39,7 @@ def plan_shed(
         return shed
     boundary = newest_turn_start(state.spans)
     kept_from = min(
-        _first_kept_sequence(state, shed), float("inf") if boundary is None else boundary
+        first_kept_sequence(state, shed), float("inf") if boundary is None else boundary
     )
     for message_id, block in sorted(state.left_out):
         sequence = state.sequences.get(message_id)
@@ -50,7 +50,7 @@ def plan_shed(
     return shed
 
 
-def _first_kept_sequence(state: RenderState, shed: dict[MessageId, int]) -> float:
+def first_kept_sequence(state: RenderState, shed: Mapping[MessageId, int]) -> float:
     """The sequence of the first reply whose thinking is still sent once ``shed`` is shed."""
     for entry in state.provenance:
         for source in entry.sources:

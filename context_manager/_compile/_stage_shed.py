@@ -17,6 +17,7 @@ from ._fold import FoldRequest
 from ._render import RenderContext, RenderState
 from ._run import Draft, Run
 from ._shed import plan_shed
+from ._shed_patch import patched
 from ._stage_edit import pressure_tokens
 from ._stage_fold import carry_ages
 from ._strategies import Window
@@ -45,7 +46,8 @@ def shed_thinking(
     target: int,
     pending: Sequence[StoredMessage],
 ) -> RenderState:
-    """Re-render with the oldest sent thinking shed down to ``target`` tokens (SPEC 7).
+    """The render with the oldest sent thinking shed down to ``target`` tokens (SPEC 7):
+    the render at hand patched (``_shed_patch``), or re-rendered where a patch cannot be sure.
 
     Shed replies are released at commit and reported (cause ``messages``, or ``first``).
     """
@@ -57,7 +59,12 @@ def shed_thinking(
     for message_id, block in shed.items():
         releases[message_id] = Release(message_id, lowered(releases.get(message_id), block), False)
     shed_ctx = attrs.evolve(ctx, releases=releases)
-    again = run.engine.full_render(run, shed_ctx, start=state.start, pending=pending)
+    window = run.engine.cache(run.key).window
+    messages = None if window is None else window.messages
+    sidecar = run.engine.manager.reasoning is not None
+    again = patched(state, shed_ctx, shed, messages, pending, sidecar=sidecar)
+    if again is None:
+        again = run.engine.full_render(run, shed_ctx, start=state.start, pending=pending)
     marked = [  # a block the model cannot read keeps that cause: it was lost to it first
         attrs.evolve(e, reason="shed" if e.reason != "head" else e.reason, kind="release")
         if e.kind == "released"
