@@ -138,19 +138,27 @@ def host_markers(body: Mapping[str, Any]) -> list[tuple[Position, CacheTtl]]:
     return found
 
 
+def _unmarked(message: Any) -> bool:
+    """True when ``message`` certainly holds no marker (the common case, asked of every
+    message a scan meets): a dict whose content is a list of dicts, none with a
+    ``cache_control`` and none a ``tool_result`` with a list of content."""
+    content = message.get("content") if type(message) is dict else None
+    if type(content) is not list:
+        return False
+    for block in content:
+        if type(block) is not dict or "cache_control" in block:
+            return False
+        if block.get("type") == "tool_result" and type(block.get("content")) is list:
+            return False
+    return True
+
+
 def _message_markers(i: int, message: Any) -> list[tuple[Position, CacheTtl]]:
     found: list[tuple[Position, CacheTtl]] = []
     content = (
         message.get("content") if type(message) is dict or isinstance(message, Mapping) else None
     )
     if type(content) is not list:
-        return found
-    for block in content:  # the common case first: no marker anywhere in the message
-        if type(block) is not dict or "cache_control" in block:
-            break
-        if block.get("type") == "tool_result" and type(block.get("content")) is list:
-            break
-    else:
         return found
     for j, block in enumerate(content):
         if type(block) is not dict and not isinstance(block, Mapping):  # dict: no ABC check
@@ -199,7 +207,9 @@ class _MessageScan:
         ):
             start, found = memo.upto, list(memo.found)
         for i in range(start, len(messages)):
-            found += _message_markers(i, messages[i])
+            message = messages[i]
+            if not _unmarked(message):
+                found += _message_markers(i, message)
         if len(messages) > 1:
             # The last message is rescanned next time (a merge may replace it).
             if len(scans) >= SCAN_MEMO_LIMIT:

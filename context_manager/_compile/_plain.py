@@ -11,14 +11,15 @@ the same messages, provenance, token counts, spans, chain and encoded pieces
 
 from __future__ import annotations
 
+from hashlib import sha256 as _sha256
 from typing import Any
 
-from context_manager._binding._chain import block_bytes, feed_tagged
+from context_manager._binding._chain import block_bytes
 from context_manager._model._content import TextBlock, ToolResultBlock, block_to_wire
 from context_manager._model._messages import StoredMessage
-from context_manager._model._results import Source
+from context_manager._model._results import ProvenanceEntry, Source
 
-from ._render import _TAGS, RenderContext, RenderState, Span, _attach, message_pieces
+from ._render import _TAGS, RenderContext, RenderState, Span, message_pieces
 from ._strategies import estimate_from_chars, estimate_tokens, wire_chars
 
 _USER_TAG = _TAGS["user"]
@@ -28,7 +29,8 @@ def render_plain(state: RenderState, ctx: RenderContext, message: StoredMessage)
     """Render ``message`` when it is a plain user message (see the module docstring) and
     return the canonical bytes it newly encoded into ``ctx.pieces`` (as ``render_message``);
     ``None``: not plain, nothing done."""
-    if not _plain(state, message):
+    clean = _plain(state, message)
+    if clean is None:
         return None
     content = message.content
     memo = message_pieces(ctx.pieces, message)
@@ -40,7 +42,7 @@ def render_plain(state: RenderState, ctx: RenderContext, message: StoredMessage)
             wire = block_to_wire(block)
             got = memo[index] = (wire, block_bytes(wire), wire_chars(wire))
             encoded += len(got[1])
-        chain = feed_tagged(chain, _USER_TAG, got[1])  # text or a result: never thinking
+        chain = _sha256(chain + _USER_TAG + got[1]).digest()  # ``feed_tagged``: never thinking
         chars += got[2]
         kept.append(got[0])
     sequence = message.sequence
@@ -56,37 +58,39 @@ def render_plain(state: RenderState, ctx: RenderContext, message: StoredMessage)
         else ctx.estimator({"role": "user", "content": kept})
     )
     state.chain = chain
-    source = Source(message.id, {j: j for j in range(len(kept))}, {})
-    _attach(state, ctx, "user", kept, "message", source, False, tokens)
-    state.spans.append(Span(sequence, tokens, _no_results(content)))
+    blocks = {0: 0} if len(kept) == 1 else {j: j for j in range(len(kept))}
+    # ``_attach`` of a new message (never a merge: ``_plain``), estimated above
+    state.messages.append({"role": "user", "content": kept})
+    state.provenance.append(ProvenanceEntry("message", (Source(message.id, blocks, {}),)))
+    state.message_tokens.append(tokens)
+    state.total_tokens += tokens
+    state.spans.append(Span(sequence, tokens, clean))
     return encoded if ctx.pieces is not None else 0
 
 
-def _plain(state: RenderState, message: StoredMessage) -> bool:
-    """Whether the general path would send every block of ``message`` as it is, in a new user
-    message, with nothing closed before it and nothing logged."""
+def _plain(state: RenderState, message: StoredMessage) -> bool | None:
+    """Whether a render may start at ``message`` (it holds no tool result) when the general
+    path would send every block of it as it is, in a new user message, with nothing closed
+    before it and nothing logged; ``None`` when it would not."""
     metadata = message.metadata
     if message.role != "user" or metadata.system_notice or metadata.kind is not None:
-        return False
+        return None
     if state.blank_reply or state.legacy_chain is not None or not message.content:
-        return False
+        return None
     if state.messages and state.messages[-1]["role"] == "user":
-        return False  # merged into the last message
+        return None  # merged into the last message
     answered: set[str] = set()
     for block in message.content:
         if type(block) is TextBlock:
             if block.extra or not block.text.strip():
-                return False  # its fields may say otherwise; left out, or sent only beside more
+                return None  # its fields may say otherwise; left out, or sent only beside more
         elif type(block) is ToolResultBlock:
             tool_use_id = block.tool_use_id
             if block.extra or tool_use_id in answered or tool_use_id not in state.open_tool_uses:
-                return False  # a stray or repeated result is left out
+                return None  # a stray or repeated result is left out
             answered.add(tool_use_id)
         else:
-            return False
-    return len(answered) == len(state.open_tool_uses)  # none missing: no synthetic result
-
-
-def _no_results(content: tuple[Any, ...]) -> bool:
-    """True when no block of ``content`` is a tool result (a render may start there)."""
-    return not any(type(block) is ToolResultBlock for block in content)
+            return None
+    if len(answered) != len(state.open_tool_uses):
+        return None  # one is missing: a synthetic result is added
+    return not answered

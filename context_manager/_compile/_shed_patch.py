@@ -28,12 +28,14 @@ from context_manager._model._results import ProvenanceEntry, Source
 
 from ._judge import judge_thinking
 from ._render import RenderContext, RenderState, Span, StripEntry, _blank_wire
+from ._resident import paused_collector
 from ._shed import first_kept_sequence
 
 ENABLED = True
 """Patch the render in place of a re-render (tests turn it off to compare the two)."""
 
 
+@paused_collector
 def patched(
     state: RenderState,
     ctx: RenderContext,
@@ -103,17 +105,17 @@ def _shed_messages(
     """Each rendered message holding a shed reply, with the shed reply's sources in it;
     ``None`` when a shed reply is not a plain ``message`` source of the render."""
     found: dict[int, list[Source]] = {}
-    seen = 0
+    missing = set(shed)
     for i, entry in enumerate(state.provenance):
         for source in entry.sources:
-            if source.message_id in shed:
+            if source.message_id in missing:
                 if entry.kind != "message":
                     return None
                 found.setdefault(i, []).append(source)
-                seen += 1
-        if seen == len(shed):
-            break
-    return found if seen == len(shed) else None
+                missing.discard(source.message_id)
+        if not missing:
+            return found
+    return None
 
 
 def _from_block(ctx: RenderContext, message_id: MessageId) -> int:

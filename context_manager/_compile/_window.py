@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 import attrs
 
@@ -29,12 +28,15 @@ from ._fold import SUMMARY_KIND, covers_upto
 from ._fold_render import RoundsText, summary_only
 from ._message import render_message
 from ._release import RenderReleaser
-from ._render import RenderContext, RenderState, render_text_prefix
-from ._run import Rendered, Run
+from ._render import Pieces, RenderContext, RenderState, render_text_prefix
+from ._run import HEAD_CHANGE_PREVIEW_ID, PREVIEW_SUMMARY_ID, Rendered, Run
 from ._snapshot_io import learn_releases
 from ._stamp_cache import StampCache
 
 log = library_logger("context_manager.compile")
+
+PREVIEW_IDS = (HEAD_CHANGE_PREVIEW_ID, PREVIEW_SUMMARY_ID)
+"""The ids of a compile's previews (``_run``): their encoded blocks are never kept."""
 
 OPENER_KINDS = (SUMMARY_KIND, COMPACTION_KIND)
 """Stored messages a render opens with (the newest), leaving out what they cover."""
@@ -131,11 +133,7 @@ class WindowRenderer(RenderReleaser):
         skips those blocks before judging (a window's shed replies are mostly such).
         """
         m = self.manager
-        replies = [
-            msg
-            for msg in messages
-            if msg.role == "assistant" and any(isinstance(b, THINKING_TYPES) for b in msg.content)
-        ]
+        replies = _thinking_replies(messages)
         unknown = [msg.id for msg in replies if msg.id not in record.looked_up]
         if unknown:
             record.releases.update(m.store.releases(m.namespace, key, unknown))
@@ -211,23 +209,38 @@ class WindowRenderer(RenderReleaser):
         m = self.manager
         cache = self.cache(key)
         memo = cache.window
-        pieces: dict[MessageId, Any] = {}
         if memo is not None and memo.serial == serial and memo.lineage == lineage:
-            pieces = memo.pieces
-            if memo.start <= start:
+            if memo.start <= start:  # the kept window and what was stored since
                 newer = m.store.read(m.namespace, lineage, after=memo.last())
                 messages = [*memo.messages, *newer]
-            else:
-                messages = m.store.read(m.namespace, lineage, after=start - 1)
+                first = bisect.bisect_left(messages, start, key=lambda msg: msg.sequence)
+                pieces, nbytes = _kept_pieces(memo, messages[:first])
+                memo = WindowMemo(lineage, serial, start, messages[first:], pieces, nbytes)
+                cache.window = memo
+                return memo
+            old = memo.pieces
         else:
-            messages = m.store.read(m.namespace, lineage, after=start - 1)
+            old = {}
+        messages = m.store.read(m.namespace, lineage, after=start - 1)
         first = bisect.bisect_left(messages, start, key=lambda msg: msg.sequence)
         messages = messages[first:]
-        if pieces:
-            pieces = {msg.id: pieces[msg.id] for msg in messages if msg.id in pieces}
+        pieces = {msg.id: old[msg.id] for msg in messages if msg.id in old} if old else {}
         memo = WindowMemo(lineage, serial, start, messages, pieces, piece_bytes(pieces))
         cache.window = memo
         return memo
+
+
+def _kept_pieces(memo: WindowMemo, dropped: Sequence[StoredMessage]) -> tuple[Pieces, int]:
+    """``memo``'s encoded blocks without those of ``dropped`` (the messages before the new
+    start) and of this process's previews (placeholder ids, never stored: a later preview
+    under the same id holds other blocks), and their bytes. O(dropped): the kept dict is
+    reused (the memo it belonged to is replaced)."""
+    pieces, nbytes = memo.pieces, memo.nbytes
+    for message in dropped:
+        nbytes -= piece_bytes({message.id: pieces.pop(message.id, [])})
+    for preview in PREVIEW_IDS:
+        pieces.pop(preview, None)  # never counted in ``nbytes`` (``full_render``)
+    return pieces, nbytes
 
 
 def _render_all(
@@ -252,6 +265,18 @@ def _render_opener(state: RenderState, ctx: RenderContext, opener: StoredMessage
     else:
         state.summary_id = opener.id
         render_text_prefix(state, ctx, summary_only(opener), "summary")
+
+
+def _thinking_replies(messages: Sequence[StoredMessage]) -> list[StoredMessage]:
+    """The replies among ``messages`` that hold thinking (a loop: asked of a whole window)."""
+    replies: list[StoredMessage] = []
+    for message in messages:
+        if message.role == "assistant":
+            for block in message.content:
+                if isinstance(block, THINKING_TYPES):
+                    replies.append(message)
+                    break
+    return replies
 
 
 def _all_thinking_reported(message: StoredMessage, releases: Mapping[MessageId, Release]) -> bool:
