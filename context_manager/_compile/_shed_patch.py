@@ -154,18 +154,19 @@ def _patch_message(state: RenderState, ctx: RenderContext, i: int, sources: list
     entry = state.provenance[i]
     new_sources = tuple(_moved(source, moved) for source in entry.sources)
     shed = {source.message_id for source in sources}
+    new_message = {"role": "assistant", "content": kept}
+    tokens = ctx.estimator(new_message)
     for old, new in zip(entry.sources, new_sources, strict=True):
         if old.message_id not in shed:
             continue
         own = [kept[j] for j in sorted(new.blocks)]
         if not own or _blank_wire(own):
             return False  # the reply's message would go or change: re-render
-        own_tokens = ctx.estimator({"role": "assistant", "content": own})
+        alone = len(own) == len(kept)  # the whole message: estimated the same
+        own_tokens = tokens if alone else ctx.estimator({"role": "assistant", "content": own})
         if not _respan(state, old.message_id, own_tokens):
             return False
         _forget_thinking(state, old, _from_block(ctx, old.message_id))
-    new_message = {"role": "assistant", "content": kept}
-    tokens = ctx.estimator(new_message)
     state.total_tokens += tokens - state.message_tokens[i]
     state.message_tokens[i] = tokens
     state.messages[i] = new_message
