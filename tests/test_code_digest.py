@@ -57,3 +57,12 @@ def test_a_malformed_cache_only_costs_a_read_of_the_files(tmp_path: Path) -> Non
 
 def test_a_folder_without_source_has_no_digest(tmp_path: Path) -> None:
     assert code_digest(tmp_path) is None
+
+
+def test_a_linked_folder_and_bytecode_are_left_out_of_the_sources(tmp_path: Path) -> None:
+    root = package(tmp_path / "pkg")
+    (root / "__pycache__").mkdir()
+    (root / "__pycache__" / "stale.py").write_text("C = 3\n")
+    (root / "linked").symlink_to(root / "sub", target_is_directory=True)
+
+    assert sources(root) == ["__init__.py", "sub/mod.py"]

@@ -16,6 +16,7 @@ from context_manager import (
     Fold,
     Head,
     MemoryStore,
+    ProvenanceEntry,
     Store,
     ThinkingBinding,
     Window,
@@ -25,6 +26,7 @@ from context_manager import (
     set_render_cache_limit,
     set_render_snapshots,
 )
+from context_manager._compile._compact import CompactRender
 
 HEAD = Head(
     model="claude-opus-5-5",
@@ -353,3 +355,22 @@ def test_past_the_hot_bound_the_least_recently_compiled_branch_is_kept_compact()
 
     assert render_cache_bytes() - base < 1.5 * one
     assert _bytes(first.compile(HEAD).request) == _bytes(sent.request)
+
+
+def test_a_compact_render_restores_an_entry_of_several_sources_and_one_of_none() -> None:
+    store = MemoryStore()
+    cm = ContextManager.open(store, namespace="ada", binding=BINDING)
+    _grow(cm, 3)
+    kept = cm._compiler.cache(cm.current_branch_key()).render
+    assert kept is not None
+    state = kept[1]
+    one, other = state.provenance[0].sources[0], state.provenance[1].sources[0]
+    merged = ProvenanceEntry("message", (one, attrs.evolve(other, signatures={1: "digest"})))
+    state = attrs.evolve(
+        state, provenance=[merged, ProvenanceEntry("synthetic"), *state.provenance[2:]]
+    )
+
+    restored = CompactRender.of(state).restore()
+
+    assert restored == state
+    assert restored.provenance[:2] == [merged, ProvenanceEntry("synthetic")]

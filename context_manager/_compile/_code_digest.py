@@ -11,7 +11,8 @@ Invariants:
   fresh process that finds every file as the key says reuses it; anything else (a file edited,
   added or removed, an unreadable or malformed cache) computes it from the content again. The
   cache is written only when the folder allows (as Python writes its bytecode); failing to
-  write it changes nothing but the cost.
+  write it changes nothing but the cost. The key takes one walk of the folders and one ``stat``
+  per file, on plain strings (``listing``): the system calls are most of its cost.
 - Pure functions of the files on disk; the caller keeps the result once per process.
 """
 
@@ -31,20 +32,35 @@ CACHE_NAME = "code-digest.json"
 
 def sources(root: Path = PACKAGE) -> list[str]:
     """Every ``*.py`` file under ``root`` (bytecode folders aside), as sorted relative paths."""
-    found: list[str] = []
-    for folder, children, files in os.walk(root):
-        children[:] = sorted(c for c in children if c != "__pycache__")
-        here = os.path.relpath(folder, root)
-        found += [os.path.normpath(os.path.join(here, f)) for f in files if f.endswith(".py")]
-    return sorted(found)
+    return [path for path, _, _ in listing(str(root))]
 
 
-def fingerprint(root: Path, paths: list[str]) -> str:
-    """Each file's relative path, size and modification time, as one digest."""
+def listing(root: str) -> list[tuple[str, int, int]]:
+    """Each of ``sources(root)``, in its order, with its size and modification time: one walk of
+    the folders (``os.scandir``, plain strings; a linked folder is not entered, as ``os.walk``
+    does not), one ``stat`` per file."""
+    found: list[tuple[str, int, int]] = []
+    folders = [""]
+    while folders:
+        here = folders.pop()
+        with os.scandir(os.path.join(root, here)) as entries:
+            for entry in entries:
+                path = os.path.join(here, entry.name)
+                if entry.is_dir():
+                    if entry.name != "__pycache__" and not entry.is_symlink():
+                        folders.append(path)
+                elif entry.name.endswith(".py"):
+                    stat = entry.stat()
+                    found.append((path, stat.st_size, stat.st_mtime_ns))
+    found.sort()
+    return found
+
+
+def fingerprint(files: list[tuple[str, int, int]]) -> str:
+    """Each file's relative path, size and modification time (``listing``), as one digest."""
     digest = hashlib.blake2b(digest_size=16)
-    for path in paths:
-        found = os.stat(root / path)
-        digest.update(f"{path}\0{found.st_size}\0{found.st_mtime_ns}\0".encode())
+    for path, size, mtime_ns in files:
+        digest.update(f"{path}\0{size}\0{mtime_ns}\0".encode())
     return digest.hexdigest()
 
 
@@ -61,15 +77,15 @@ def code_digest(root: Path = PACKAGE) -> str | None:
     """The content digest of the source under ``root``, from the cache when its key holds
     (``None``: no source found, or it cannot be read)."""
     try:
-        paths = sources(root)
-        if not paths:
+        files = listing(str(root))
+        if not files:
             return None
-        key = fingerprint(root, paths)
+        key = fingerprint(files)
         cache = root / "__pycache__" / CACHE_NAME
         cached = _cached(cache, key)
         if cached is not None:
             return cached
-        digest = content_digest(root, paths)
+        digest = content_digest(root, [path for path, _, _ in files])
     except OSError:
         return None
     _store(cache, key, digest)

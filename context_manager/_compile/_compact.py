@@ -18,6 +18,7 @@ import io
 import pickle
 import zlib
 from collections.abc import Mapping
+from itertools import starmap
 from typing import Any
 
 import attrs
@@ -67,10 +68,7 @@ class CompactRender:
         ``state.sequences`` (none for a message: it has none), or ``None`` (not read)."""
         fields: dict[str, Any] = attrs.asdict(state, recurse=False)
         # one provenance entry and one span per message: as tuples they pickle in C
-        fields["provenance"] = [
-            (entry.kind, [(s.message_id, s.blocks, s.signatures) for s in entry.sources])
-            for entry in state.provenance
-        ]
+        fields["provenance"] = [_flat_provenance(entry) for entry in state.provenance]
         fields["spans"] = [(span.sequence, span.tokens, span.clean) for span in state.spans]
         fields["unreported"] = [attrs.astuple(e, recurse=False) for e in state.unreported]
         fields["left_out"] = {k: attrs.astuple(e, recurse=False) for k, e in state.left_out.items()}
@@ -101,14 +99,11 @@ class CompactRender:
         try:
             fields = _BuiltinsOnly(io.BytesIO(zlib.decompress(self.blob))).load()
             released = fields.pop(_RELEASES)
-            fields["provenance"] = [
-                ProvenanceEntry(kind, tuple(Source(*source) for source in sources))
-                for kind, sources in fields["provenance"]
-            ]
-            fields["spans"] = [Span(*span) for span in fields["spans"]]
+            fields["provenance"] = _provenance(fields["provenance"])
+            fields["spans"] = list(starmap(Span, fields["spans"]))
             fields["unreported"] = [StripEntry(*e) for e in fields["unreported"]]
             fields["left_out"] = {k: StripEntry(*e) for k, e in fields["left_out"].items()}
-            releases = None if released is None else [Release(*r) for r in released]
+            releases = None if released is None else list(starmap(Release, released))
             return RenderState(**fields), releases
         except NotARender:
             raise
@@ -118,3 +113,26 @@ class CompactRender:
     @property
     def nbytes(self) -> int:
         return len(self.blob)
+
+
+def _flat_provenance(entry: ProvenanceEntry) -> tuple[Any, ...]:
+    """``entry`` as built-in values: ``(kind, message_id, blocks, signatures)`` for one source
+    (nearly every entry: one stored message behind one compiled message), else ``(kind,
+    [(message_id, blocks, signatures), ...])``."""
+    if len(entry.sources) == 1:
+        only = entry.sources[0]
+        return (entry.kind, only.message_id, only.blocks, only.signatures)
+    return (entry.kind, [(s.message_id, s.blocks, s.signatures) for s in entry.sources])
+
+
+def _provenance(flat: list[tuple[Any, ...]]) -> list[ProvenanceEntry]:
+    """The entries ``_flat_provenance`` gave, rebuilt (a restarted host's first compile makes
+    one per message: the common case first, no generator)."""
+    entries: list[ProvenanceEntry] = []
+    append = entries.append
+    for entry in flat:
+        if len(entry) == 4:
+            append(ProvenanceEntry(entry[0], (Source(entry[1], entry[2], entry[3]),)))
+        else:
+            append(ProvenanceEntry(entry[0], tuple(starmap(Source, entry[1]))))
+    return entries

@@ -35,7 +35,7 @@ from ._code_digest import code_digest as source_digest
 from ._compact import CompactRender
 from ._render import RenderState
 
-FORMAT = 2
+FORMAT = 3
 """Bumped whenever what a snapshot's bytes hold changes shape."""
 
 _PACKAGE = PACKAGE

@@ -174,7 +174,8 @@ class SnapshotKeeper:
 def learn_releases(record: BindingRecord, state: RenderState, releases: list[Release]) -> None:
     """Learn a restored render's releases (those of every message it met, as kept with it)
     into ``record``; what ``record`` already looked up wins (it may be newer)."""
-    for release in releases:
-        if release.message_id not in record.looked_up:
-            record.releases[release.message_id] = release
-    record.looked_up.update(state.sequences)
+    known = record.looked_up
+    learnt = {r.message_id: r for r in releases if r.message_id not in known}
+    if learnt:  # one update: a change to ``Releases`` moves its version once
+        record.releases.update(learnt)
+    known.update(state.sequences)
