@@ -10,6 +10,7 @@ attached (merged into the last message when the role repeats). The invariants ar
 from __future__ import annotations
 
 from collections.abc import Mapping
+from hashlib import sha256 as _sha256
 from typing import Any
 
 from context_manager._binding._chain import (
@@ -34,7 +35,7 @@ from context_manager._model._content import (
 )
 from context_manager._model._log import library_logger
 from context_manager._model._messages import HEAD_CHANGE_KIND, StoredMessage
-from context_manager._model._results import ProvenanceKind, Source
+from context_manager._model._results import ProvenanceEntry, ProvenanceKind, Source
 
 from ._judge import judge_thinking
 from ._observe import predicted_only
@@ -230,7 +231,7 @@ class _Message:
             self.encoded += len(got[1])
         wire, canonical, size = got
         if wire.get("type") not in WIRE_THINKING:  # an unknown block may still say thinking
-            self.chain = feed_tagged(self.chain, self.tag, canonical)
+            self.chain = _sha256(self.chain + self.tag + canonical).digest()  # ``feed_tagged``
         if self.legacy is not None:
             self.legacy = feed_tagged(self.legacy, self.tag, canonical)
         self.mapping[self.offset + len(self.kept)] = index
@@ -345,6 +346,12 @@ class _Message:
             state.last_kept = self.last_kept
             kind: ProvenanceKind = "notice" if self.notice else "message"
             source = self._source()
-            _attach(state, ctx, role, kept, kind, source, self.merging, tokens)
+            if self.merging:
+                _attach(state, ctx, role, kept, kind, source, True, tokens)
+            else:  # ``_attach`` of a new message, estimated above
+                state.messages.append({"role": role, "content": kept})
+                state.provenance.append(ProvenanceEntry(kind, (source,)))
+                state.message_tokens.append(tokens)
+                state.total_tokens += tokens
         state.spans.append(Span(self.message.sequence, tokens, self.clean))
         return self.encoded if ctx.pieces is not None else 0
