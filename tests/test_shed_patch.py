@@ -60,6 +60,8 @@ class Checked:
 
     patched: int = 0
     rendered: int = 0
+    restored: int = 0
+    """Sheds patched on a render kept without its window (restored from a snapshot)."""
 
 
 @pytest.fixture
@@ -79,12 +81,14 @@ def checked(monkeypatch: pytest.MonkeyPatch) -> Checked:
             return again
 
         monkeypatch.setattr(_stage_shed, "patched", spy)
+        unwindowed = run.engine.cache(run.key).window is None
         out = original(run, ctx, state, target, pending)
         monkeypatch.setattr(_stage_shed, "patched", patch)
         if not made:
             seen.rendered += 1
             return out
         seen.patched += 1
+        seen.restored += unwindowed
         again, shed_ctx, unreported = made[0]
         full = run.engine.full_render(run, shed_ctx, start=state.start, pending=pending)
         mine = attrs.asdict(again, recurse=False) | {"unreported": unreported}
@@ -201,3 +205,17 @@ def test_an_agent_in_a_long_tool_loop_near_its_cap_sheds_by_patching(
     assert any(outcome["shed"] for outcome in seen)
     shed_then = [outcome["strip"] for outcome in seen if outcome["shed"]]
     assert all(strip is not None and strip[0] in ("messages", "first") for strip in shed_then)
+
+
+def test_a_render_restored_from_its_snapshot_sheds_by_patching(
+    store: Store, checked: Checked
+) -> None:
+    """A restarted host's render comes from its snapshot, without the window's stored
+    messages: its first shed reads the shed replies' range and still patches."""
+    first = ContextManager.open(store, namespace="ada", binding=BINDING, strategy=Window(2_500))
+    _play(first, [("turn", 5)] * 3)  # under the cap: nothing shed, the snapshot stays usable
+    assert checked.patched == 0
+    reopened = ContextManager.open(store, namespace="ada", binding=BINDING, strategy=Window(2_500))
+    seen = _play(reopened, [("loop", 6)] * 3)
+    assert checked.restored >= 1
+    assert any(outcome["shed"] for outcome in seen)

@@ -4,12 +4,12 @@ released at commit (``release`` entries) and reported with cause ``messages`` (o
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Mapping, Sequence
 
 import attrs
 
 from context_manager._model._log import library_logger
-from context_manager._model._messages import StoredMessage
+from context_manager._model._messages import MessageId, StoredMessage
 from context_manager._store._protocol import Release
 from context_manager._store._semantics import lowered
 
@@ -39,6 +39,18 @@ def shed(run: Run, draft: Draft) -> Generator[FoldRequest, str, Draft]:
     return attrs.evolve(draft, state=state)
 
 
+def _shed_range(run: Run, state: RenderState, shed: Mapping[MessageId, int]) -> list[StoredMessage]:
+    """The stored messages of the window up to the newest shed reply: the branch's window
+    memo when it has one, else read from the store (a render restored from a snapshot keeps
+    none). O(shed range) at most, where a re-render reads and renders the whole window."""
+    memo = run.engine.cache(run.key).window
+    if memo is not None:
+        return memo.messages
+    newest = max(state.sequences.get(message_id, -1) for message_id in shed)
+    m = run.engine.manager
+    return m.store.read(m.namespace, run.lineage, after=state.start - 1, upto=newest)
+
+
 def shed_thinking(
     run: Run,
     ctx: RenderContext,
@@ -59,10 +71,8 @@ def shed_thinking(
     for message_id, block in shed.items():
         releases[message_id] = Release(message_id, lowered(releases.get(message_id), block), False)
     shed_ctx = attrs.evolve(ctx, releases=releases)
-    window = run.engine.cache(run.key).window
-    messages = None if window is None else window.messages
     sidecar = run.engine.manager.reasoning is not None
-    again = patched(state, shed_ctx, shed, messages, pending, sidecar=sidecar)
+    again = patched(state, shed_ctx, shed, _shed_range(run, state, shed), pending, sidecar=sidecar)
     if again is None:
         again = run.engine.full_render(run, shed_ctx, start=state.start, pending=pending)
     marked = [  # a block the model cannot read keeps that cause: it was lost to it first
