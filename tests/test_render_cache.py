@@ -27,6 +27,7 @@ from context_manager import (
     set_render_snapshots,
 )
 from context_manager._compile._compact import CompactRender
+from context_manager._compile._render import RenderState
 
 HEAD = Head(
     model="claude-opus-5-5",
@@ -364,6 +365,7 @@ def test_a_compact_render_restores_an_entry_of_several_sources_and_one_of_none()
     kept = cm._compiler.cache(cm.current_branch_key()).render
     assert kept is not None
     state = kept[1]
+    assert isinstance(state, RenderState)  # hot: just compiled
     one, other = state.provenance[0].sources[0], state.provenance[1].sources[0]
     merged = ProvenanceEntry("message", (one, attrs.evolve(other, signatures={1: "digest"})))
     state = attrs.evolve(
