@@ -56,6 +56,7 @@ from ._render import (
     _place_system,
     _push,
     _synthetic_results,
+    append_message,
     message_pieces,
     rendered_role,
 )
@@ -348,10 +349,8 @@ class _Message:
             source = self._source()
             if self.merging:
                 _attach(state, ctx, role, kept, kind, source, True, tokens)
-            else:  # ``_attach`` of a new message, estimated above
-                state.messages.append({"role": role, "content": kept})
-                state.provenance.append(ProvenanceEntry(kind, (source,)))
-                state.message_tokens.append(tokens)
-                state.total_tokens += tokens
+            else:  # estimated above
+                message = {"role": role, "content": kept}
+                append_message(state, message, ProvenanceEntry(kind, (source,)), tokens)
         state.spans.append(Span(self.message.sequence, tokens, self.clean))
         return self.encoded if ctx.pieces is not None else 0

@@ -19,7 +19,7 @@ from context_manager._model._content import TextBlock, ToolResultBlock, block_to
 from context_manager._model._messages import StoredMessage
 from context_manager._model._results import ProvenanceEntry, Source
 
-from ._render import _TAGS, RenderContext, RenderState, Span, message_pieces
+from ._render import _TAGS, RenderContext, RenderState, Span, append_message, message_pieces
 from ._strategies import estimate_from_chars, estimate_tokens, wire_chars
 
 _USER_TAG = _TAGS["user"]
@@ -59,11 +59,8 @@ def render_plain(state: RenderState, ctx: RenderContext, message: StoredMessage)
     )
     state.chain = chain
     blocks = {0: 0} if len(kept) == 1 else {j: j for j in range(len(kept))}
-    # ``_attach`` of a new message (never a merge: ``_plain``), estimated above
-    state.messages.append({"role": "user", "content": kept})
-    state.provenance.append(ProvenanceEntry("message", (Source(message.id, blocks, {}),)))
-    state.message_tokens.append(tokens)
-    state.total_tokens += tokens
+    entry = ProvenanceEntry("message", (Source(message.id, blocks, {}),))
+    append_message(state, {"role": "user", "content": kept}, entry, tokens)  # never a merge
     state.spans.append(Span(sequence, tokens, clean))
     return encoded if ctx.pieces is not None else 0
 

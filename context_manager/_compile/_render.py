@@ -430,10 +430,21 @@ def _attach(
         state.message_tokens[-1] = tokens
         return
     message = {"role": role, "content": blocks}
+    append_message(
+        state,
+        message,
+        ProvenanceEntry(kind, () if source is None else (source,)),
+        ctx.estimator(message) if tokens is None else tokens,
+    )
+
+
+def append_message(
+    state: RenderState, message: dict[str, Any], entry: ProvenanceEntry, tokens: int
+) -> None:
+    """Add ``message`` as a new rendered message, with its provenance and estimate (the
+    renders' hot paths call it directly: never a merge there)."""
     state.messages.append(message)
-    state.provenance.append(ProvenanceEntry(kind, () if source is None else (source,)))
-    if tokens is None:
-        tokens = ctx.estimator(message)
+    state.provenance.append(entry)
     state.message_tokens.append(tokens)
     state.total_tokens += tokens
 

@@ -19,7 +19,7 @@ same histories both ways. Pure: the render at hand is never modified (a new stat
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from context_manager._model._content import THINKING_TYPES
@@ -40,28 +40,27 @@ def patched(
     state: RenderState,
     ctx: RenderContext,
     shed: Mapping[MessageId, int],
-    window: Sequence[StoredMessage] | None,
+    window: Callable[[], Sequence[StoredMessage]],
     pending: Sequence[StoredMessage],
     *,
     sidecar: bool,
 ) -> RenderState | None:
     """The render of ``state``'s window under ``ctx`` (whose releases hold the shed ones),
-    or ``None`` when a re-render is needed (see the module docstring). ``window``: the
-    stored messages the render was made from (the branch's window memo), oldest first;
-    ``sidecar``: thinking text is resolved through a reasoning sidecar (it may be erased
-    since the render at hand judged it, so only a re-render knows)."""
-    if not ENABLED or sidecar or not _patchable(state, ctx, shed, window, pending):
+    or ``None`` when a re-render is needed (see the module docstring). ``window``: gives the
+    stored messages the render was made from, oldest first, as far as the newest shed reply
+    (asked only once the patch is possible); ``sidecar``: thinking text is resolved through
+    a reasoning sidecar (it may be erased since the render at hand judged it, so only a
+    re-render knows)."""
+    if not _patchable(state, ctx, shed, pending, sidecar):
         return None
-    assert window is not None
     found = _shed_messages(state, shed)
     if found is None:
         return None
     again = state.copy()
-    again.unreported = []
     for i, sources in found.items():
         if not _patch_message(again, ctx, i, sources):
             return None
-    entries = _entries(ctx, shed, window, state.sequences)
+    entries = _entries(ctx, shed, window(), state.sequences)
     if entries is None:
         return None
     again.unreported = entries
@@ -77,15 +76,15 @@ def _patchable(
     state: RenderState,
     ctx: RenderContext,
     shed: Mapping[MessageId, int],
-    window: Sequence[StoredMessage] | None,
     pending: Sequence[StoredMessage],
+    sidecar: bool,
 ) -> bool:
-    """What a patch needs: a plain render (no previews, version-1 chain or observe mode),
-    the window it was made from, every other release in it reported, and no block left out
-    at the first reply still sent (the shed could put it in order)."""
-    if pending or state.legacy_chain is not None or ctx.observe:
+    """What a patch needs: a plain render (no previews, version-1 chain, sidecar or observe
+    mode), every other release in it reported, and no block left out at the first reply
+    still sent (the shed could put it in order)."""
+    if not ENABLED or sidecar or pending or state.legacy_chain is not None:
         return False
-    if not window or not ctx.binds:
+    if ctx.observe or not ctx.binds:
         return False
     for message_id, release in ctx.releases.items():
         if message_id in shed or message_id not in state.sequences:

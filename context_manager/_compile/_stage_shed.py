@@ -4,6 +4,7 @@ released at commit (``release`` entries) and reported with cause ``messages`` (o
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Generator, Mapping, Sequence
 
 import attrs
@@ -72,7 +73,8 @@ def shed_thinking(
         releases[message_id] = Release(message_id, lowered(releases.get(message_id), block), False)
     shed_ctx = attrs.evolve(ctx, releases=releases)
     sidecar = run.engine.manager.reasoning is not None
-    again = patched(state, shed_ctx, shed, _shed_range(run, state, shed), pending, sidecar=sidecar)
+    window = functools.partial(_shed_range, run, state, shed)  # read only when it can patch
+    again = patched(state, shed_ctx, shed, window, pending, sidecar=sidecar)
     if again is None:
         again = run.engine.full_render(run, shed_ctx, start=state.start, pending=pending)
     marked = [  # a block the model cannot read keeps that cause: it was lost to it first
