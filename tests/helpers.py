@@ -13,15 +13,19 @@ some protocol methods), ``signed_conversation`` (questions the simulator answers
 thinking) and ``replies_with_thinking``, ``snapshots_off``; ``framework_params`` (the parameters
 a framework builds for one call) and ``framework_copy`` (a framework's own copy of a reply, in
 one of the ``REPLY_COPIES`` styles). Servers: ``serve`` (an ASGI app under uvicorn on
-loopback, in a thread) and ``free_port``. Command line: ``cli`` (the program in a subprocess,
-never the real API) and ``snapshot`` (a folder's files, to show nothing was written).
-They assert nothing, so a test's meaning stays in the test.
+loopback, in a thread) and ``free_port``. Sessions: ``play_session`` plays ``SESSION_STEPS``
+(turns, tool rounds, releases, a changed system prompt or model, blank-text and thinking-only
+replies) under ``SESSION_BINDING`` and returns each compile's ``visible_outcome``
+(``windowed_session``: on a new agent; ``switched_off``: with a short path off). Command
+line: ``cli`` (the program in a subprocess, never the real API) and ``snapshot`` (a folder's
+files, to show nothing was written). They assert nothing, so a test's meaning stays in the test.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
+import itertools
 import json
 import os
 import signal
@@ -37,7 +41,9 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
+import attrs
 import httpx2
+from hypothesis import strategies as st
 
 from context_manager import (
     REASONING_LOSS_KIND,
@@ -45,8 +51,11 @@ from context_manager import (
     ContextManager,
     Head,
     MemoryStore,
+    MessageId,
     Store,
     TextBlock,
+    ThinkingBinding,
+    Window,
     set_render_snapshots,
 )
 from context_manager._model import strip_cache_control
@@ -478,3 +487,112 @@ def serve(app: Any) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+SESSION_HEAD = Head(
+    model="claude-opus-5-5",
+    system="You are Ada.",
+    tools=[{"name": "read_log", "description": "Read.", "input_schema": {"type": "object"}}],
+)
+OTHER_SYSTEM = attrs.evolve(SESSION_HEAD, system="You are Ada, on call.")
+OTHER_MODEL = "claude-opus-5"
+SESSION_BINDING = ThinkingBinding(binds=True, drop_block=True, append_changes=False)
+
+SessionStep = tuple[str, int]
+"""One step of a session: ``(kind, size)``; see ``play_session``."""
+
+SESSION_STEPS = st.lists(
+    st.tuples(
+        st.sampled_from(
+            ["turn", "turn", "turn", "loop", "release", "system", "model", "blank", "bare"]
+        ),
+        st.integers(min_value=0, max_value=6),
+    ),
+    min_size=4,
+    max_size=30,
+)
+
+
+def _thought(size: int, signatures: Iterator[int]) -> dict[str, Any]:
+    return {
+        "type": "thinking",
+        "thinking": "t" * (40 + 90 * size),
+        "signature": f"s{next(signatures)}",
+    }
+
+
+def play_session(cm: ContextManager, steps: list[SessionStep]) -> list[dict[str, Any]]:
+    """Run ``steps`` on ``cm``: every compile's user-visible outcome, ids as sequences."""
+    signatures = itertools.count()
+    calls = itertools.count()
+    replies: list[MessageId] = []
+    seen: list[dict[str, Any]] = []
+    head = SESSION_HEAD
+
+    def compiled() -> CompileResult:
+        result = cm.compile(head)
+        seen.append(visible_outcome(cm, result))
+        return result
+
+    for kind, size in steps:
+        if kind == "release" and replies:
+            cm.release_thinking(replies[size % len(replies)])
+            continue
+        if kind == "system":
+            other = OTHER_SYSTEM.system if head.system == SESSION_HEAD.system else None
+            head = attrs.evolve(head, system=other or SESSION_HEAD.system)
+            continue
+        if kind == "model":  # a model that cannot read the other's thinking (provider rule 9)
+            other = OTHER_MODEL if head.model == SESSION_HEAD.model else None
+            head = attrs.evolve(head, model=other or SESSION_HEAD.model)
+            continue
+        cm.add_message("user", f"question {size} " + "q" * (20 * size))
+        for _ in range(size if kind == "loop" else 0):
+            call = f"toolu_{next(calls)}"
+            use = {"type": "tool_use", "id": call, "name": "read_log", "input": {}}
+            replies.append(cm.record_reply([_thought(size, signatures), use], compiled()))
+            result = {"type": "tool_result", "tool_use_id": call, "content": "r" * (30 * size)}
+            cm.add_message("user", [result])
+        last: list[dict[str, Any]] = [_thought(size, signatures)]
+        if kind == "blank":
+            last.append({"type": "text", "text": "  "})
+        elif kind != "bare":
+            last.append({"type": "text", "text": f"answer {size}"})
+        replies.append(cm.record_reply(last, compiled()))
+    compiled()
+    return seen
+
+
+def visible_outcome(cm: ContextManager, result: CompileResult) -> dict[str, Any]:
+    """What a user sees of ``result``, message ids as stored sequences (equal across stores)."""
+
+    def at(message_id: MessageId) -> int:
+        return cm.store.get(cm.namespace, message_id).sequence
+
+    strip = result.thinking_strip
+    return {
+        "request": result.request,
+        "tokens": result.tokens,
+        "shed": [at(m) for m in result.shed],
+        "strip": None if strip is None else (strip.cause, [at(m) for m in strip.replies]),
+        "sources": [[at(s.message_id) for s in e.sources] for e in result.provenance],
+        "unreadable": result.unreadable,
+    }
+
+
+def windowed_session(steps: list[SessionStep], max_tokens: int) -> list[dict[str, Any]]:
+    """``play_session`` on a new agent in memory, under a ``Window`` of ``max_tokens``."""
+    cm = ContextManager.open(
+        MemoryStore(), namespace="ada", binding=SESSION_BINDING, strategy=Window(max_tokens)
+    )
+    return play_session(cm, steps)
+
+
+@contextmanager
+def switched_off(module: Any) -> Iterator[None]:
+    """A compile stage's short path (its module's ``ENABLED``) off, for the duration."""
+    module.ENABLED = False
+    try:
+        yield
+    finally:
+        module.ENABLED = True

@@ -1,12 +1,17 @@
-"""A plain user message rendered on the short path renders exactly as on the general one.
+"""Plain user messages and common replies rendered on the short paths render exactly as on
+the general one.
 
 ``_plain.render_plain`` takes the user messages nothing is judged in (text, the results answering
-the open round); every other message goes through ``_message.render_judged``. The property: the
-same stored history rendered message by message through ``render_message`` (short path where it
-applies) and through ``render_judged`` alone gives the same state (messages, provenance, token
-counts, spans, chain, open round, strips) and the same encoded pieces, for histories mixing plain
-messages with everything the short path must leave alone. Then, on every store, a reopened agent's
-request (a render from the stored messages) holds the plain messages as they were stored.
+the open round); ``_lean_reply.render_reply`` takes the replies of text, thinking and tool calls
+that follow a user message with nothing to close; every other message goes through
+``_message.render_judged``. The property: the same stored history rendered message by message
+through ``render_message`` (short paths where they apply) and through ``render_judged`` alone
+gives the same state (messages, provenance, token counts, spans, chain, open round, strips, kept
+and unread thinking) and the same encoded pieces, for histories mixing such messages with
+everything the short paths must leave alone, under releases, stamps, sidecars and observe mode.
+A session compiled through the manager gives the same requests, strips and tokens with the reply
+path on and off. Then, on every store, a reopened agent's request (a render from the stored
+messages) holds the plain messages as they were stored.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from typing import Any
 
 import attrs
 import pytest
-from helpers import unmarked
+from helpers import SESSION_STEPS, SessionStep, switched_off, unmarked, windowed_session
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -31,11 +36,15 @@ from context_manager import (
     ToolUseBlock,
 )
 from context_manager._binding._chain import CHAIN_SEED, LEGACY_CHAIN_SEED
+from context_manager._compile import _lean_reply
 from context_manager._compile._message import render_judged, render_message
 from context_manager._compile._render import RenderContext, RenderState
 from context_manager._compile._strategies import estimate_tokens
-from context_manager._model._content import Block, ThinkingBlock
+from context_manager._model._content import Block, RedactedThinkingBlock, ThinkingBlock
 from context_manager._model._messages import HEAD_CHANGE_KIND, MessageMeta, StoredMessage
+from context_manager._model._stamps import BlockStamp, Stamp
+from context_manager._reasoning._capture import resolve_without_sidecar
+from context_manager._store._protocol import Release
 
 _WHEN = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 _IDS = ("call_a", "call_b", "call_c")
@@ -59,11 +68,14 @@ _user_blocks = st.lists(
 _reply_blocks = st.lists(
     st.one_of(
         st.builds(TextBlock, _texts),
-        st.builds(ThinkingBlock, st.just("mull"), st.just("c2ln")),
+        st.builds(_text, _texts, st.booleans()),
+        st.builds(ThinkingBlock, st.just("mull"), st.sampled_from(["c2ln", "", "b3Robw=="])),
+        st.builds(RedactedThinkingBlock, st.just("ZGF0YQ==")),
         st.builds(ToolUseBlock, _ids, st.just("grep"), st.just({"q": "x"})),
+        st.builds(ToolResultBlock, _ids, st.just("stray")),
     ),
     min_size=0,
-    max_size=3,
+    max_size=4,
 )
 _meta = st.sampled_from(
     [
@@ -89,6 +101,27 @@ _contexts = st.fixed_dictionaries(
         "counted": st.booleans(),
         "pieces": st.booleans(),
         "legacy": st.booleans(),
+        "releases": st.dictionaries(
+            st.integers(min_value=1, max_value=14),
+            st.tuples(
+                st.integers(min_value=0, max_value=3),
+                st.booleans(),
+                st.sampled_from([None, 1, 2]),
+            ),
+            max_size=5,
+        ),
+        "stamps": st.dictionaries(
+            st.integers(min_value=1, max_value=14),
+            st.tuples(
+                st.sampled_from(["claude-sim-1", "claude-other-9"]),
+                st.sampled_from(["sys-a", "sys-b"]),
+                st.dictionaries(st.integers(min_value=0, max_value=3), st.just("seal"), max_size=3),
+            ),
+            max_size=8,
+        ),
+        "resolve": st.sampled_from(["none", "no sidecar", "sidecar"]),
+        "observe": st.booleans(),
+        "checks_prefix": st.booleans(),
     }
 )
 
@@ -108,20 +141,47 @@ def _stored(specs: list[tuple[str, list[Block], MessageMeta]]) -> list[StoredMes
     ]
 
 
+def _sidecar(block: Block) -> Block | None:
+    """A sidecar's resolver: the text kept elsewhere, or gone."""
+    if isinstance(block, ThinkingBlock) and block.signature:
+        return None if block.signature == "c2ln" else attrs.evolve(block, thinking="from aside")
+    return block
+
+
+_RESOLVERS = {"none": None, "no sidecar": resolve_without_sidecar, "sidecar": _sidecar}
+
+
 def _context(options: dict[str, Any]) -> RenderContext:
     def other_estimator(message: Any) -> int:
         return len(repr(message)) // 3
 
+    releases = {
+        f"msg_{n}": Release(f"msg_{n}", start, reported, since)
+        for n, (start, reported, since) in options.get("releases", {}).items()
+    }
+    stamps = {
+        f"msg_{n}": Stamp(
+            model=model,
+            head={"system": system, "model": "dm"},
+            blocks={i: BlockStamp(seal) for i, seal in blocks.items()},
+            owns=True,
+        )
+        for n, (model, system, blocks) in options.get("stamps", {}).items()
+    }
     return RenderContext(
         binds=options["binds"],
         system_notices=options["system_notices"],
-        digests={},
-        bound=(),
-        releases={},
-        stamps={},
+        digests={"system": "sys-a", "model": "dm"},
+        bound=("system",),
+        releases=releases,
+        stamps=stamps,
         estimator=estimate_tokens if options["counted"] else other_estimator,
+        resolve=_RESOLVERS[options.get("resolve", "none")],
+        model="claude-sim-1",
         appends=options["appends"],
         pieces={} if options["pieces"] else None,
+        observe=options.get("observe", False),
+        checks_prefix=options.get("checks_prefix", True),
     )
 
 
@@ -187,6 +247,11 @@ _EDGES: dict[str, list[tuple[str, list[Block]]]] = {
         ("user", [TextBlock("one")]),
         ("system", [TextBlock("mind the time")]),
         ("user", [TextBlock("two")]),
+        ("assistant", [TextBlock("ok")]),
+    ],
+    "a reply after a blank reply": [
+        ("user", [TextBlock("one")]),
+        ("assistant", [TextBlock(" ")]),
         ("assistant", [TextBlock("ok")]),
     ],
     "after thinking": [
@@ -277,3 +342,42 @@ def test_a_reopened_agent_sends_its_plain_messages_as_stored(store: Store) -> No
             "content": [{"type": "text", "text": "  "}, {"type": "text", "text": "thanks"}],
         },
     ]
+
+
+@given(steps=SESSION_STEPS, max_tokens=st.integers(min_value=400, max_value=3_000))
+def test_a_session_compiles_the_same_with_the_reply_path_on_and_off(
+    steps: list[SessionStep], max_tokens: int
+) -> None:
+    on = windowed_session(steps, max_tokens)
+    with switched_off(_lean_reply):
+        assert windowed_session(steps, max_tokens) == on
+
+
+def test_the_reply_path_takes_a_reply_of_thinking_text_and_a_tool_call() -> None:
+    """Not a vacuous property: the reply path renders and judges a common reply itself."""
+    messages = _stored(
+        [
+            ("user", [TextBlock("read the log")], MessageMeta()),
+            (
+                "assistant",
+                [
+                    ThinkingBlock("mull", "c2ln"),
+                    TextBlock("on it"),
+                    ToolUseBlock("call_a", "grep", {"q": "x"}),
+                ],
+                MessageMeta(),
+            ),
+        ]
+    )
+    options = {"binds": False, "system_notices": "system", "appends": False}
+    ctx = _context({**options, "counted": True, "pieces": True, "resolve": "no sidecar"})
+    state = RenderState(chain=CHAIN_SEED)
+    render_message(state, ctx, messages[0])
+    assert _lean_reply.render_reply(state, ctx, messages[1]) is not None
+    assert state.kept_thinking == {("msg_2", 0)}
+    assert state.open_tool_uses == {"call_a": "grep"}
+    assert [m["role"] for m in state.messages] == ["user", "assistant"]
+    sidecar = attrs.evolve(ctx, resolve=_sidecar)
+    state = RenderState(chain=CHAIN_SEED)
+    render_message(state, sidecar, messages[0])
+    assert _lean_reply.render_reply(state, sidecar, messages[1]) is None  # the general path's

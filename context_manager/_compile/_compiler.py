@@ -41,6 +41,7 @@ from context_manager._model._messages import (
     StoredMessage,
 )
 from context_manager._model._results import CompileResult
+from context_manager._reasoning._capture import resolve_without_sidecar
 from context_manager._store import _protocol as parts
 from context_manager._store._protocol import AnchoredHead, Lineage
 
@@ -423,7 +424,8 @@ class Compiler(WindowRenderer):
             releases=record.releases,
             stamps=self._stamps.stamps,
             estimator=m.estimator,
-            resolve=m.resolve_reasoning,
+            # no sidecar: the plain function, which the lean reply path recognises
+            resolve=m.resolve_reasoning if m.reasoning is not None else resolve_without_sidecar,
             model=head.model,
             reads=m.binding.reads,
             checks_prefix=checks,

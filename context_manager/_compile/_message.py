@@ -38,6 +38,7 @@ from context_manager._model._messages import HEAD_CHANGE_KIND, StoredMessage
 from context_manager._model._results import ProvenanceEntry, ProvenanceKind, Source
 
 from ._judge import judge_thinking
+from ._lean_reply import render_reply
 from ._observe import predicted_only
 from ._plain import render_plain
 from ._render import (
@@ -76,6 +77,10 @@ def render_message(state: RenderState, ctx: RenderContext, message: StoredMessag
         plain = render_plain(state, ctx, message)
         if plain is not None:
             return plain
+    elif message.role == "assistant":  # a common reply (``_lean_reply``)
+        lean = render_reply(state, ctx, message)
+        if lean is not None:
+            return lean
     return render_judged(state, ctx, message)
 
 
