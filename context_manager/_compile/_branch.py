@@ -67,6 +67,17 @@ class CacheKey:
     enforcement: str = "enforce"
 
 
+JUDGING_ONLY = ("bound", "reads", "prefix_check", "strategy", "budget")
+"""``CacheKey`` fields that change only how thinking is judged (or where the window starts,
+checked apart): a render under one differs from a render under another only in its thinking."""
+
+
+def same_render(kept: CacheKey, wanted: CacheKey) -> bool:
+    """Whether a render under ``kept`` sends what one under ``wanted`` sends, thinking aside
+    (the same window start given): only ``JUDGING_ONLY`` fields differ."""
+    return attrs.evolve(kept, **{name: getattr(wanted, name) for name in JUDGING_ONLY}) == wanted
+
+
 @attrs.define
 class WindowMemo:
     """What a branch's last render read, kept for the next re-render (a head change, a window

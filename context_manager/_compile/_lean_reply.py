@@ -76,6 +76,8 @@ def render_reply(state: RenderState, ctx: RenderContext, message: StoredMessage)
             got = memo[index] = (wire, block_bytes(wire), wire_chars(wire))
             encoded += len(got[1])
         if thinking:
+            if state.judged is not None:
+                state.judged.append((message.id, index, chain))
             verdict, changed = judge_thinking(
                 ctx, message, index, block, got[0], chain, last_kept, got[1]
             )

@@ -265,6 +265,8 @@ class _Message:
             return  # released and reported: never sent, never asked of the sidecar again
         resolved = ctx.resolve(block) if ctx.resolve is not None else block
         if resolved is None:  # its text is gone for good: released at commit
+            if state.judged is not None:
+                state.judged.append((message.id, index, None))
             state.unreported.append(StripEntry(message.id, index, "unstamped", kind="release"))
             return
         same = resolved is block or resolved == block
@@ -276,6 +278,8 @@ class _Message:
                 self.memo[index] = got
                 self.encoded += len(got[1])
         wire, canonical, _ = got
+        if state.judged is not None:
+            state.judged.append((message.id, index, self.chain))
         verdict, changed = judge_thinking(
             ctx, message, index, resolved, wire, self.chain, self.last_kept, canonical, self.legacy
         )

@@ -51,6 +51,10 @@ Piece = tuple[dict[str, Any], bytes, int]
 """A stored block as sent: its wire dict, its canonical bytes (``block_bytes``) and the
 characters the default estimate counts in it (``wire_chars``)."""
 
+Judged = tuple[MessageId, int, bytes | None]
+"""A thinking block judged by a render: its reply, its index there, and the chain before it
+(``None``: its text could not be had, ``RenderContext.resolve``)."""
+
 Pieces = dict[MessageId, list[Piece | None]]
 """Per stored message, each block's ``Piece`` once rendered (``None``: not yet): kept between
 renders so a re-render encodes and hashes only what it has not met (the wire dicts are shared
@@ -211,6 +215,10 @@ class RenderState:
     blank_reply: bool = False
     """The newest message rendered is the user's and a reply that said nothing followed it:
     the next user message is preceded by ``EMPTY_REPLY_TEXT`` as the assistant's turn."""
+    judged: list[Judged] | None = None
+    """Every thinking block judged so far, in render order, with the chain before it: what a
+    head change re-judges without rendering again (``_rejudge``); ``None``: not recorded (a
+    render not made from the window's start, or restored from an older snapshot)."""
 
     def copy(self) -> RenderState:
         """A copy whose lists can grow without touching this one (O(window) references)."""
@@ -229,6 +237,7 @@ class RenderState:
             predicted=dict(self.predicted),
             pending_system=list(self.pending_system),
             betas=set(self.betas),
+            judged=None if self.judged is None else list(self.judged),
         )
 
     def _check(self) -> None:

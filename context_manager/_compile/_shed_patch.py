@@ -65,9 +65,11 @@ def patched(
     if entries is None:
         return None
     again.unreported = entries
+    if again.judged is not None:  # those reported since are skipped by a re-render
+        again.judged = [site for site in again.judged if not _reported(ctx, site[0], site[1])]
     if state.last_kept in _dropped_digests(state, found, ctx):
         again.last_kept = _last_kept(again)
-    if again.messages and any(_marked(state.messages[i]) for i in found):
+    if again.messages and any(maybe_marked(state.messages[i]) for i in found):
         # ``_caching`` reuses its scan of a list whose first message is the same object
         again.messages[0] = dict(again.messages[0])
     return again
@@ -116,6 +118,12 @@ def _shed_messages(
         if not missing:
             return found
     return None
+
+
+def _reported(ctx: RenderContext, message_id: MessageId, index: int) -> bool:
+    """Whether block ``index`` of ``message_id`` is released and reported under ``ctx``."""
+    release = ctx.releases.get(message_id)
+    return release is not None and release.reported_at(index)
 
 
 def _from_block(ctx: RenderContext, message_id: MessageId) -> int:
@@ -174,7 +182,7 @@ def _patch_message(state: RenderState, ctx: RenderContext, i: int, sources: list
     return True
 
 
-def _marked(message: Mapping[str, Any]) -> bool:
+def maybe_marked(message: Mapping[str, Any]) -> bool:
     """Whether a block of ``message`` may carry a cache marker (moved by the patch)."""
     return any(
         "cache_control" in block or block.get("type") == "tool_result"

@@ -19,8 +19,8 @@ from context_manager._model._messages import MessageId, StoredMessage
 from context_manager._model._stamps import LegacyStamp
 from context_manager._store._protocol import Lineage, Release
 
-from . import _resident
-from ._branch import BindingRecord, CacheKey, WindowMemo, piece_bytes
+from . import _rejudge, _resident
+from ._branch import BindingRecord, CacheKey, WindowMemo, piece_bytes, same_render
 from ._cold import cold_anchor, open_round_start
 from ._compact import CompactRender, NotARender
 from ._compaction import COMPACTION_KIND, render_compaction
@@ -68,8 +68,62 @@ class WindowRenderer(RenderReleaser):
             self._window_releases(state, run.record, key)
             log.debug("render_snapshot_restored", branch=key, messages=len(state.messages))
         if state is None:
+            state = self._rejudge_kept(run, cache_key, ctx)
+        if state is None:
             state = self.full_render(run, ctx, windowed=run.limit)
         return Rendered(state, repeat, snapshot, extended)
+
+    def _rejudge_kept(
+        self, run: Run, cache_key: CacheKey, ctx: RenderContext
+    ) -> RenderState | None:
+        """The kept render under another head, its thinking judged again (``_rejudge``) and
+        extended by what was stored since; ``None`` when only a re-render gives it (another
+        window start or change serial, other render options, an opener in the window)."""
+        cached = self.cache(run.key).render
+        if cached is None or type(cached[1]) is not RenderState or not _rejudge.ENABLED:
+            return None
+        kept = cached[1]
+        if kept.change_serial != run.serial or not same_render(cached[0], cache_key):
+            return None
+        if kept.judged is None or self._latest_summary(run.lineage) is not None:
+            return None
+        if self._start(run, 0, None, run.limit) != kept.start:
+            return None
+        memo = self._read_window(run.key, run.lineage, kept.start, run.serial)
+        messages = memo.messages
+        self._prefetch(messages, run.record, run.key)
+        new = messages[bisect.bisect_right(messages, kept.last_sequence, key=_sequence) :]
+        stamps = self._stamps.stamps
+        if any(isinstance(stamps.get(m.id), LegacyStamp) for m in new):
+            return None
+        ctx = attrs.evolve(ctx, pieces=memo.pieces)
+
+        def stored(message_id: MessageId) -> StoredMessage | None:
+            sequence = kept.sequences.get(message_id, -1)
+            k = bisect.bisect_left(messages, sequence, key=_sequence)
+            return messages[k] if k < len(messages) and messages[k].id == message_id else None
+
+        again = _rejudge.rejudged(kept, ctx, stored)
+        if again is not None:
+            memo.nbytes += _render_all(again, ctx, new, None)
+        return again
+
+    def _start(
+        self, run: Run, base: int, start: int | None, windowed: tuple[int, int] | None
+    ) -> int:
+        """Where a render from the store starts (``full_render``): ``start`` when given, else
+        the window's anchor, found from the newest message when none is recorded."""
+        record = run.record
+        if start is None and windowed is not None:
+            if record.anchor is not None and record.anchor >= base:
+                start = record.anchor
+            else:
+                start = cold_anchor(self.manager, run.lineage, base, windowed)
+        elif start is None and record.anchor is not None and record.anchor > base:
+            # no window now, one before (a budget dropped): an open round's reply still goes
+            # out after what it was made with (provider rule 6; issue 28 item 4)
+            start = open_round_start(self.manager, run.lineage, base)
+        return max(base, start or 0)
 
     def _extend_cached(
         self, run: Run, cache_key: CacheKey, ctx: RenderContext
@@ -171,21 +225,12 @@ class WindowRenderer(RenderReleaser):
             summary = self._latest_summary(run.lineage)
         record = run.record
         base = covers_upto(summary) + 1 if summary is not None else 0
-        if start is None and windowed is not None:
-            if record.anchor is not None and record.anchor >= base:
-                start = record.anchor
-            else:
-                start = cold_anchor(self.manager, run.lineage, base, windowed)
-        elif start is None and record.anchor is not None and record.anchor > base:
-            # no window now, one before (a budget dropped): an open round's reply still goes
-            # out after what it was made with (provider rule 6; issue 28 item 4)
-            start = open_round_start(self.manager, run.lineage, base)
-        start = max(base, start or 0)
+        start = self._start(run, base, start, windowed)
         memo = self._read_window(run.key, run.lineage, start, run.serial)
         messages = memo.messages
         self._prefetch(messages, record, run.key)
         ctx = attrs.evolve(ctx, pieces=memo.pieces)
-        state = RenderState(chain=CHAIN_SEED, start=start, change_serial=run.serial)
+        state = RenderState(chain=CHAIN_SEED, start=start, change_serial=run.serial, judged=[])
         stamps = self._stamps.stamps
         if any(isinstance(stamps.get(m.id), LegacyStamp) for m in messages):
             state.legacy_chain = LEGACY_CHAIN_SEED
@@ -256,6 +301,10 @@ def _render_all(
         if rounds is None or not rounds.skips(state, ctx, message):
             encoded += render_message(state, ctx, message)
     return encoded
+
+
+def _sequence(message: StoredMessage) -> int:
+    return message.sequence
 
 
 def _render_opener(state: RenderState, ctx: RenderContext, opener: StoredMessage) -> None:
