@@ -216,13 +216,16 @@ async def test_a_window_jump_reanchors_and_renders_no_stale_tool_addition() -> N
     all_ok(sim)
 
 
-async def test_a_dry_compile_shows_the_appended_message_and_stores_nothing() -> None:
-    sim = Simulator(script=script)
-    _, ada = agent(sim)
+async def asking_after_a_turn() -> tuple[ContextManager, Head]:
+    """An agent's context after one turn and a new question, and its head with grep added."""
+    _, ada = agent(Simulator(script=script))
     await ada.run_turn("Hello.")
-    cm = ada.context
-    cm.add_message("user", "next")
-    grown = attrs.evolve(ada.head, tools=[*ada.head.tools, GREP])
+    ada.context.add_message("user", "next")
+    return ada.context, attrs.evolve(ada.head, tools=[*ada.head.tools, GREP])
+
+
+async def test_a_dry_compile_shows_the_appended_message_and_stores_nothing() -> None:
+    cm, grown = await asking_after_a_turn()
     before = len(cm.messages(limit=None))
     dry = cm.compile(grown, dry_run=True)
     assert dry.appended == ()
@@ -235,6 +238,18 @@ async def test_a_dry_compile_shows_the_appended_message_and_stores_nothing() -> 
     committed = cm.compile(grown)
     assert committed.request == dry.request
     assert len(committed.appended) == 1
+
+
+async def test_a_change_the_request_ends_with_is_named_in_its_provenance() -> None:
+    cm, grown = await asking_after_a_turn()
+
+    committed = cm.compile(grown)
+
+    [change] = committed.appended
+    assert committed.request["messages"][-1]["role"] == "system"
+    last = committed.provenance[-1]
+    assert last.kind == "notice"
+    assert [source.message_id for source in last.sources] == [change]
 
 
 async def test_reopening_the_store_renders_byte_identical_requests(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ import asyncio
 import json
 import logging
 import re
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -56,10 +57,13 @@ def agent_on(runtime: Runtime, **options: Any) -> Agent:
     )
 
 
-def gated_agent(store: Store) -> tuple[Simulator, asyncio.Event, Agent]:
-    """A simulator, the gate its compaction answers wait at, and an agent compacting in the
-    background through it."""
-    sim = Simulator(script=calling_script("probe"))
+def gated_agent(
+    store: Store, script: Callable[[dict[str, Any]], list[Any]] | None = None
+) -> tuple[Simulator, asyncio.Event, Agent]:
+    """A simulator (answering with ``script``, by default one calling ``probe`` when asked),
+    the gate its compaction answers wait at, and an agent compacting in the background
+    through it."""
+    sim = Simulator(script=script or calling_script("probe"))
     gate = asyncio.Event()
     runtime = Runtime(compaction_gated_client(sim, gate), store, retry=FAST_RETRY)
     return sim, gate, agent_on(runtime, background=True)
@@ -349,3 +353,40 @@ async def test_a_tool_added_back_while_a_compaction_of_its_removal_runs_abandons
     assert "compaction_abandoned" in caplog.text
     await ada.run_turn("Still there?")
     assert invalid_calls(sim) == []
+
+
+async def test_a_tool_added_back_while_compacting_a_request_ending_in_its_removal_is_offered_once(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The turn that removed grep made no tool call, so the request compacted ends with the
+    system message removing it. That removal is summarized all the same (rule 26): grep added
+    back while the compaction runs abandons it, and the next turn offers grep once, instead of
+    being refused for adding a tool already on offer (\"tool 'grep' is already available\")."""
+    offered: list[list[str]] = []
+    answer = calling_script("probe")
+
+    def script(request: dict[str, Any]) -> list[Any]:
+        offered.append([tool["name"] for tool in request.get("tools", [])])
+        return answer(request)
+
+    sim, gate, ada = gated_agent(store, script)
+    both = attrs.evolve(PROBE_HEAD, tools=[*PROBE_HEAD.tools, GREP_TOOL])
+    ada.head = both
+    await ada.run_turn("Hello.")
+    ada.head = PROBE_HEAD  # grep removed: the next request ends with the removal
+    await ada.run_turn(f"Turn 1: {LONG * 4}")  # past the trigger: the compaction is sent
+    [ask] = compaction_calls(sim)
+    assert ask.request["messages"][-1]["role"] == "system"
+    ada.head = both  # added back while the compaction runs
+    await ada.run_turn("Turn 2.")
+    gate.set()
+
+    with caplog.at_level(logging.WARNING):
+        await ada.settle_compaction()
+    done = await ada.run_turn("Still there?")
+
+    assert done.stop_reason == "end_turn"
+    assert offered[-1] == ["probe", "grep"]
+    assert invalid_calls(sim) == []
+    assert "compaction_abandoned" in caplog.text
+    assert ada.context.messages(kind="compaction") == []

@@ -93,7 +93,8 @@ def compaction_plan(
 
 def carries_head_change(m: CompileHost, result: CompileResult) -> bool:
     """Whether ``result``'s request sends a stored head change (a system message SPEC 7b
-    appended for a system or tools change)."""
+    appended for a system or tools change), the one it ends with included (its provenance
+    names it, ``_render.closing_messages``)."""
     messages = result.request.get("messages") or ()
     for entry, message in zip(result.provenance, messages, strict=False):
         if message.get("role") != "system":

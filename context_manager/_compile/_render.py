@@ -476,15 +476,24 @@ def render_text_prefix(
     state.last_sequence = max(state.last_sequence, message.sequence)
 
 
-def close_tool_round(state: RenderState) -> list[dict[str, Any]]:
-    """What ends the request beyond the cached render (not cached): the synthetic user message
-    answering calls still open, then the pending system messages when a user message precedes
-    them (provider rule 16: a system message may end the list)."""
-    tail: list[dict[str, Any]] = []
+def closing_messages(state: RenderState) -> list[tuple[dict[str, Any], ProvenanceEntry]]:
+    """What ends the request beyond the cached render (not cached), each message with its
+    provenance: the synthetic user message answering calls still open, then the pending system
+    messages when a user message precedes them (provider rule 16: a system message may end the
+    list), sourced as ``_place_system`` sources them (a head change the request ends with is
+    found by its stored id, as one placed earlier is)."""
+    tail: list[tuple[dict[str, Any], ProvenanceEntry]] = []
     if state.open_tool_uses:
-        tail.append({"role": "user", "content": _synthetic_results(state.open_tool_uses)})
-    last = tail[-1] if tail else (state.messages[-1] if state.messages else None)
+        results = {"role": "user", "content": _synthetic_results(state.open_tool_uses)}
+        tail.append((results, ProvenanceEntry(kind="synthetic")))
+    last = tail[-1][0] if tail else (state.messages[-1] if state.messages else None)
     found = merged_system(state)
     if found is not None and last is not None and last["role"] == "user":
-        tail.append(found[0])
+        message, sources = found
+        tail.append((message, ProvenanceEntry(kind="notice", sources=sources)))
     return tail
+
+
+def close_tool_round(state: RenderState) -> list[dict[str, Any]]:
+    """The messages of ``closing_messages``."""
+    return [message for message, _ in closing_messages(state)]

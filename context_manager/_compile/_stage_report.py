@@ -13,13 +13,12 @@ from context_manager._model._log import library_logger
 from context_manager._model._messages import MessageId
 from context_manager._model._results import (
     CompileResult,
-    ProvenanceEntry,
     ReplyToken,
     ThinkingStrip,
 )
 
 from ._branch import BindingRecord
-from ._render import RenderState, StripEntry
+from ._render import RenderState, StripEntry, closing_messages
 from ._run import BindingWrite, Draft, Run
 from ._stage_finish import end_predecessor
 from ._tokens import request_tokens
@@ -172,7 +171,6 @@ def compile_result(run: Run, draft: Draft, appended: tuple[MessageId, ...]) -> C
     provenance = list(state.provenance)
     if draft.inflight is not None:
         provenance[draft.inflight.index] = draft.inflight.entry
-    extra = len(body["messages"]) - len(state.messages)
     strip = draft.strip
     if strip is not None and not run.dry_run:
         log.info(
@@ -187,7 +185,7 @@ def compile_result(run: Run, draft: Draft, appended: tuple[MessageId, ...]) -> C
         )
     return CompileResult(
         request=body,
-        provenance=(*provenance, *(ProvenanceEntry(kind="synthetic") for _ in range(extra))),
+        provenance=(*provenance, *(entry for _, entry in closing_messages(state))),
         thinking_strip=strip,
         compile_id=run.compile_id,
         dry=run.dry_run,
