@@ -22,14 +22,23 @@ from helpers import (
     SESSION_STEPS,
     SessionStep,
     play_session,
+    snapshots_off,
     switched_off,
     windowed_session,
 )
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from context_manager import ContextManager, Store, Window
+from context_manager import (
+    ContextManager,
+    MemoryStore,
+    Store,
+    Window,
+    render_cache_limit,
+    set_render_cache_limit,
+)
 from context_manager._compile import _rejudge
+from context_manager._compile._compact import CompactRender
 from context_manager._compile._render import RenderState
 from context_manager._compile._window import WindowRenderer
 
@@ -105,3 +114,34 @@ def test_a_changed_system_prompt_strips_every_reply_for_the_head_and_a_switch_ba
     assert sorted(strip.replies) == sorted(replies)
     assert not any(e.sources[0].signatures for e in changed.provenance if e.sources)
     assert back.request == kept.request
+
+
+def test_a_head_change_re_judges_a_render_kept_compact(checked: Checked) -> None:
+    """A host's idle agent keeps its render compact under the per-process bound: its head
+    change restores it and judges it again, still without a re-render."""
+    ada, bob = (
+        ContextManager.open(
+            MemoryStore(), namespace=name, binding=SESSION_BINDING, strategy=Window(9_000)
+        )
+        for name in ("ada", "bob")
+    )
+    before = render_cache_limit()
+    set_render_cache_limit(64 << 20, hot_bytes=1)
+    try:
+        with snapshots_off():
+            play_session(ada, [("turn", 2), ("loop", 2), ("turn", 3)])
+            play_session(bob, [("turn", 1)])  # ada's render is kept compact for room
+            assert isinstance(_kept_render(ada), CompactRender)
+            changed = ada.compile(attrs.evolve(SESSION_HEAD, system="Changed."), dry_run=True)
+    finally:
+        set_render_cache_limit(before)
+    assert checked.rejudged == 1
+    strip = changed.thinking_strip
+    assert strip is not None
+    assert (strip.cause, len(strip.replies)) == ("head", 5)
+
+
+def _kept_render(cm: ContextManager) -> object:
+    """The render ``cm`` keeps for its current branch (the compiler's own cache)."""
+    cached = cm._compiler.cache(cm.current_branch_key()).render
+    return None if cached is None else cached[1]

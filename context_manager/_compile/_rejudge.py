@@ -25,16 +25,26 @@ import bisect
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from context_manager._binding._chain import block_bytes
 from context_manager._model._canonical import signature_digest
-from context_manager._model._content import signature_of
+from context_manager._model._content import block_to_wire, signature_of
 from context_manager._model._messages import MessageId, StoredMessage
 from context_manager._model._results import ProvenanceEntry, Source
 from context_manager._reasoning._capture import resolve_without_sidecar
 
 from ._judge import judge_thinking
-from ._render import Judged, RenderContext, RenderState, Span, StripEntry, _blank_wire
+from ._render import (
+    Judged,
+    RenderContext,
+    RenderState,
+    Span,
+    StripEntry,
+    _blank_wire,
+    message_pieces,
+)
 from ._resident import paused_collector
 from ._shed_patch import maybe_marked
+from ._strategies import wire_chars
 
 ENABLED = True
 """Re-judge the kept render in place of a re-render (tests turn it off to compare the two)."""
@@ -45,11 +55,15 @@ Sent = dict[MessageId, dict[int, str]]
 
 @paused_collector
 def rejudged(
-    kept: RenderState, ctx: RenderContext, stored: Callable[[MessageId], StoredMessage | None]
+    kept: RenderState,
+    ctx: RenderContext,
+    stored: Callable[[MessageId], StoredMessage | None],
+    encoded: list[int],
 ) -> RenderState | None:
     """``kept`` (a render of the window from its start) with its thinking judged under ``ctx``,
     or ``None`` when a re-render is needed (see the module docstring). ``stored``: a rendered
-    stored message by id (``None``: not at hand)."""
+    stored message by id (``None``: not at hand); ``encoded[0]`` grows by the bytes of the
+    blocks encoded into ``ctx.pieces`` (the window's kept encoded blocks)."""
     if not _possible(kept, ctx):
         return None
     assert kept.judged is not None  # ``_possible``
@@ -60,7 +74,7 @@ def rejudged(
         again.left_out.pop(spot, None)
         again.unread.pop(spot, None)
     again.unreported, again.judged = [], []
-    sent = _judge_all(again, kept.judged, ctx, stored)
+    sent = _judge_all(again, kept.judged, ctx, stored, encoded)
     if sent is None:
         return None
     where = _rendered_at(kept, {message_id for message_id, _, _ in kept.judged})
@@ -104,10 +118,12 @@ def _judge_all(
     judged: list[Judged],
     ctx: RenderContext,
     stored: Callable[[MessageId], StoredMessage | None],
+    encoded: list[int],
 ) -> Sent | None:
     """Judge every recorded block again, in render order (``_message._Message.thinking``):
     the strips, kept and left-out sets are filled in ``again``; the blocks sent now, by reply.
-    ``None``: a reply or its encoded block is not at hand."""
+    A block not encoded yet is encoded into ``ctx.pieces`` (its bytes added to
+    ``encoded[0]``). ``None``: a reply is not at hand."""
     pieces = ctx.pieces
     assert pieces is not None  # ``_possible``
     sent: Sent = {}
@@ -117,10 +133,14 @@ def _judge_all(
         if release is not None and release.reported_at(index):
             continue  # released and reported since: never judged again (nor recorded)
         message = stored(message_id)
-        memo = pieces.get(message_id)
-        got = memo[index] if memo is not None and index < len(memo) else None
-        if message is None or (got is None and chain is not None):
+        if message is None:
             return None
+        memo = message_pieces(pieces, message)
+        got = memo[index]
+        if got is None and chain is not None:  # not kept (a render restored compact)
+            wire = block_to_wire(message.content[index])
+            got = memo[index] = (wire, block_bytes(wire), wire_chars(wire))
+            encoded[0] += len(got[1])
         assert again.judged is not None
         again.judged.append((message_id, index, chain))
         if chain is None:  # its text is gone for good (``_message._Message.thinking``)

@@ -73,6 +73,28 @@ class WindowRenderer(RenderReleaser):
             state = self.full_render(run, ctx, windowed=run.limit)
         return Rendered(state, repeat, snapshot, extended)
 
+    def _kept_state(
+        self, run: Run, cached: tuple[CacheKey, RenderState | CompactRender]
+    ) -> RenderState:
+        """The kept render, restored when it is kept compact (its window's releases learnt
+        into the record; kept hot again unless the compile is dry).
+
+        Raises:
+            NotARender: a compact render that does not restore.
+        """
+        if not isinstance(cached[1], CompactRender):
+            return cached[1]
+        compact, cache = cached[1], self.cache(run.key)
+        state, releases = compact.restore_window()
+        if releases is None:  # kept without its record's releases: read them
+            self._window_releases(state, run.record, run.key)
+        else:  # taken out of the record when it was compacted
+            learn_releases(run.record, state, releases)
+        cache.size = compact.raw_size if cache.size is None else cache.size
+        if not run.dry_run:
+            cache.render = (cached[0], state)
+        return state
+
     def _rejudge_kept(
         self, run: Run, cache_key: CacheKey, ctx: RenderContext
     ) -> RenderState | None:
@@ -80,10 +102,13 @@ class WindowRenderer(RenderReleaser):
         extended by what was stored since; ``None`` when only a re-render gives it (another
         window start or change serial, other render options, an opener in the window)."""
         cached = self.cache(run.key).render
-        if cached is None or type(cached[1]) is not RenderState or not _rejudge.ENABLED:
+        if cached is None or not _rejudge.ENABLED or not same_render(cached[0], cache_key):
             return None
-        kept = cached[1]
-        if kept.change_serial != run.serial or not same_render(cached[0], cache_key):
+        if cached[1].change_serial != run.serial:
+            return None
+        try:
+            kept = self._kept_state(run, cached)
+        except NotARender:  # never expected (this process made it): the caller re-renders
             return None
         if kept.judged is None or self._latest_summary(run.lineage) is not None:
             return None
@@ -103,7 +128,9 @@ class WindowRenderer(RenderReleaser):
             k = bisect.bisect_left(messages, sequence, key=_sequence)
             return messages[k] if k < len(messages) and messages[k].id == message_id else None
 
-        again = _rejudge.rejudged(kept, ctx, stored)
+        encoded = [0]
+        again = _rejudge.rejudged(kept, ctx, stored, encoded)
+        memo.nbytes += encoded[0]
         if again is not None:
             memo.nbytes += _render_all(again, ctx, new, None)
         return again
@@ -146,18 +173,9 @@ class WindowRenderer(RenderReleaser):
         )
         if any(message.metadata.kind in OPENER_KINDS for message in new):
             return None, 0
-        if isinstance(cached[1], CompactRender):
-            compact = cached[1]
-            state, releases = compact.restore_window()
-            if releases is None:  # kept without its record's releases: read them
-                self._window_releases(state, run.record, key)
-            else:  # taken out of the record when it was compacted
-                learn_releases(run.record, state, releases)
-            cache.size = compact.raw_size if cache.size is None else cache.size
-            if not run.dry_run:
-                cache.render = (cached[0], state)
-        else:
-            state = cached[1].copy() if run.dry_run else cached[1]
+        state = self._kept_state(run, cached)
+        if not isinstance(cached[1], CompactRender) and run.dry_run:
+            state = state.copy()
         self._prefetch(new, run.record, key)
         memo = cache.window
         if (
