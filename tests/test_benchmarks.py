@@ -64,6 +64,7 @@ def test_a_smoke_run_writes_every_figure_the_issue_names(tmp_path: Path) -> None
         "wake_vs_sdk",
         "rss_vs_limit",
         "reopen_flatness_full",
+        "reopen_flatness_full_seconds",
         "append_kept",
         "telemetry_overhead",
     }
@@ -79,6 +80,11 @@ def test_a_smoke_run_writes_every_figure_the_issue_names(tmp_path: Path) -> None
         assert figure["seconds"] > 0
         assert figure["sdk_create"] > 0
     assert fresh["rss"]["agents"] == 5
+    reopens, ratios = fresh["reopen_fresh"], report["ratios"]
+    # over the request's own create(): the two full windows' requests differ in size
+    assert ratios["reopen_flatness_full"] == reopens["160"]["ratio"] / reopens["80"]["ratio"]
+    seconds = reopens["160"]["seconds"] / reopens["80"]["seconds"]
+    assert ratios["reopen_flatness_full_seconds"] == seconds
     assert report["ratios"]["rss_vs_limit"] > 0
     assert report["append_on_head_lines"] == 0
     assert 0.0 <= report["shed_newest_50"] <= 1.0
