@@ -145,3 +145,32 @@ def _kept_render(cm: ContextManager) -> object:
     """The render ``cm`` keeps for its current branch (the compiler's own cache)."""
     cached = cm._compiler.cache(cm.current_branch_key()).render
     return None if cached is None else cached[1]
+
+
+def test_a_head_change_re_judges_the_snapshot_of_a_render_dropped_for_room(
+    store: Store, checked: Checked
+) -> None:
+    """An idle agent whose render its store's snapshot backs is dropped from memory: its head
+    change restores the snapshot (saved under the other head) and judges it again."""
+    ada = ContextManager.open(
+        store, namespace="ada", binding=SESSION_BINDING, strategy=Window(9_000)
+    )
+    bob = ContextManager.open(
+        MemoryStore(), namespace="bob", binding=SESSION_BINDING, strategy=Window(9_000)
+    )
+    before = render_cache_limit()
+    set_render_cache_limit(64 << 20, hot_bytes=1)
+    try:
+        play_session(ada, [("turn", 2), ("loop", 2), ("turn", 3)])
+        kept = ada.compile(SESSION_HEAD, dry_run=True)
+        play_session(bob, [("turn", 1)])  # ada's render is dropped for room
+        assert _kept_render(ada) is None
+        changed = ada.compile(attrs.evolve(SESSION_HEAD, system="Changed."), dry_run=True)
+        back = ada.compile(SESSION_HEAD, dry_run=True)
+    finally:
+        set_render_cache_limit(before)
+    assert checked.rejudged >= 1
+    strip = changed.thinking_strip
+    assert strip is not None
+    assert (strip.cause, len(strip.replies)) == ("head", 5)
+    assert back.request == kept.request

@@ -72,6 +72,10 @@ JUDGING_ONLY = ("bound", "reads", "prefix_check", "strategy", "budget")
 checked apart): a render under one differs from a render under another only in its thinking."""
 
 
+JUDGING_AT = tuple(i for i, name in enumerate(attrs.fields_dict(CacheKey)) if name in JUDGING_ONLY)
+"""The positions of ``JUDGING_ONLY`` among ``CacheKey``'s fields (as a snapshot names them)."""
+
+
 def same_render(kept: CacheKey, wanted: CacheKey) -> bool:
     """Whether a render under ``kept`` sends what one under ``wanted`` sends, thinking aside
     (the same window start given): only ``JUDGING_ONLY`` fields differ."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import inspect
 import json
+from collections.abc import Collection
 from typing import Any
 
 import attrs
@@ -87,6 +88,20 @@ def cache_key_name(key: AttrsInstance) -> str:
     return json.dumps([stable_name(v) for v in attrs.astuple(key, recurse=False)])
 
 
+def same_key_name(found: object, wanted: str, masked: Collection[int]) -> bool:
+    """Whether a saved cache key name is ``wanted`` (``cache_key_name``), the fields at the
+    ``masked`` positions aside."""
+    if not masked or found == wanted:
+        return found == wanted
+    try:
+        ours, theirs = json.loads(wanted), json.loads(found) if isinstance(found, str) else None
+    except ValueError:
+        return False
+    if not isinstance(theirs, list) or len(theirs) != len(ours):
+        return False
+    return all(a == b for i, (a, b) in enumerate(zip(ours, theirs, strict=True)) if i not in masked)
+
+
 def header(
     *,
     branch: str,
@@ -124,8 +139,10 @@ def usable(
     binding_serial: int,
     cache_key: str,
     code: str,
+    masked: Collection[int] = (),
 ) -> CompactRender | None:
-    """The compact render a saved snapshot holds, when its header matches all of this exactly."""
+    """The compact render a saved snapshot holds, when its header matches all of this exactly
+    (its cache key but for the fields at the ``masked`` positions, ``same_key_name``)."""
     try:
         found = json.loads(saved)
     except ValueError:
@@ -139,10 +156,11 @@ def usable(
         "lineage": [list(segment) for segment in lineage],
         "change_serial": change_serial,
         "binding_serial": binding_serial,
-        "cache_key": cache_key,
         "fields": list(attrs.fields_dict(RenderState)),
     }
     if any(found.get(name) != value for name, value in expected.items()):
+        return None
+    if not same_key_name(found.get("cache_key"), cache_key, masked):
         return None
     last, size = found.get("last_sequence"), found.get("raw_size")
     if type(last) is not int or type(size) is not int:

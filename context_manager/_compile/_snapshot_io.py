@@ -14,10 +14,11 @@ from context_manager._model._messages import MessageId
 from context_manager._store._protocol import Lineage, Release, SnapshotStore, supports
 
 from . import _snapshot
-from ._branch import BindingRecord, BranchCache, CacheKey
+from ._branch import JUDGING_AT, BindingRecord, BranchCache, CacheKey
 from ._compact import CompactRender, NotARender
 from ._host import CompileHost
 from ._render import RenderState
+from ._run import Run
 from ._stage_report import SNAPSHOT_REFRESH_MESSAGES
 from ._strategies import estimate_tokens
 
@@ -52,53 +53,61 @@ class SnapshotKeeper:
             and _snapshot.code_digest() is not None
         )
 
-    def _load_snapshot(
-        self,
-        key: str,
-        cache_key: CacheKey,
-        serial: int,
-        lineage: Lineage,
-        record: BindingRecord,
-    ) -> bool:
-        """Restore branch ``key``'s stored snapshot as its cached render when it is usable now
-        (``_snapshot.usable``), and learn the window's releases it holds into ``record``. Never
-        fails the compile: a failing store, a snapshot that does not match and bytes that are
-        not a render all read as none."""
-        if not self._snapshots():
+    def _load_snapshot(self, run: Run, cache_key: CacheKey) -> bool:
+        """Restore the run's branch's stored snapshot as its cached render when it is usable
+        now (``_snapshot.usable``), and learn the window's releases it holds into the run's
+        record. Never fails the compile: a failing store, a snapshot that does not match and
+        bytes that are not a render all read as none."""
+        found = self._read_snapshot(run, cache_key)
+        if found is None:
             return False
-        m = self.manager
+        state, compact = found
+        assert self._binding_serial is not None  # ``_read_snapshot``
+        cache = self.cache(run.key)
+        cache.render = (cache_key, state)
+        cache.size = compact.raw_size if cache.size is None else cache.size
+        cache.snapshot = (self._binding_serial, run.serial, state.last_sequence)
+        return True
+
+    def _read_snapshot(
+        self, run: Run, cache_key: CacheKey, *, judging_aside: bool = False
+    ) -> tuple[RenderState, CompactRender] | None:
+        """The run's branch's stored snapshot restored, when it is usable now under
+        ``cache_key`` (``judging_aside``: under one differing only in how thinking is judged,
+        ``_branch.JUDGING_AT``), its window's releases learnt into the run's record; ``None``
+        otherwise (also for a failing store and bytes that are not a render)."""
+        if not self._snapshots():
+            return None
+        m, key = self.manager, run.key
         try:
             saved = m.store.load_render(m.namespace, key)
         except Exception as err:
             log.info("render_snapshot_unread", branch=key, error=repr(err)[:200])
-            return False
+            return None
         if saved is None:
-            return False
+            return None
         assert self._binding_serial is not None
         compact = _snapshot.usable(
             saved[0],
             saved[1],
             branch=key,
-            lineage=lineage,
-            change_serial=serial,
+            lineage=run.lineage,
+            change_serial=run.serial,
             binding_serial=self._binding_serial,
             cache_key=_snapshot.cache_key_name(cache_key),
             code=_snapshot.code_digest() or "",
+            masked=JUDGING_AT if judging_aside else (),
         )
         if compact is None:
-            return False
+            return None
         try:
             state, releases = compact.restore_window()
         except NotARender as err:  # bytes that are not a render: render from the store instead
             log.warning("render_snapshot_refused", branch=key, error=str(err))
-            return False
+            return None
         if releases is not None:  # read when it was saved, at this binding serial
-            learn_releases(record, state, releases)
-        cache = self.cache(key)
-        cache.render = (cache_key, state)
-        cache.size = compact.raw_size if cache.size is None else cache.size
-        cache.snapshot = (self._binding_serial, serial, state.last_sequence)
-        return True
+            learn_releases(run.record, state, releases)
+        return state, compact
 
     def _save_snapshot(
         self,

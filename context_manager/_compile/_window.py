@@ -56,7 +56,7 @@ class WindowRenderer(RenderReleaser):
         snapshot = False
         if not repeat:  # about to be built from the store: the previous newest is deferred
             _resident.admit(self, key)
-            snapshot = self._load_snapshot(key, cache_key, run.serial, run.lineage, run.record)
+            snapshot = self._load_snapshot(run, cache_key)
         try:
             state, extended = self._extend_cached(run, cache_key, ctx)
         except NotARender as err:  # a kept compact render that does not restore (never
@@ -95,20 +95,34 @@ class WindowRenderer(RenderReleaser):
             cache.render = (cached[0], state)
         return state
 
+    def _rejudgeable(self, run: Run, cache_key: CacheKey) -> RenderState | None:
+        """The render to judge again under ``cache_key``: the kept one when only judging
+        differs, else (none kept: the bound dropped it) the branch's snapshot when it is
+        usable but for how thinking is judged; ``None``: neither."""
+        if not _rejudge.ENABLED:
+            return None
+        cached = self.cache(run.key).render
+        if cached is None:
+            found = self._read_snapshot(run, cache_key, judging_aside=True)
+            if found is None:
+                return None
+            self._window_releases(found[0], run.record, run.key)
+            return found[0]
+        if not same_render(cached[0], cache_key) or cached[1].change_serial != run.serial:
+            return None
+        try:
+            return self._kept_state(run, cached)
+        except NotARender:  # never expected (this process made it): the caller re-renders
+            return None
+
     def _rejudge_kept(
         self, run: Run, cache_key: CacheKey, ctx: RenderContext
     ) -> RenderState | None:
         """The kept render under another head, its thinking judged again (``_rejudge``) and
         extended by what was stored since; ``None`` when only a re-render gives it (another
         window start or change serial, other render options, an opener in the window)."""
-        cached = self.cache(run.key).render
-        if cached is None or not _rejudge.ENABLED or not same_render(cached[0], cache_key):
-            return None
-        if cached[1].change_serial != run.serial:
-            return None
-        try:
-            kept = self._kept_state(run, cached)
-        except NotARender:  # never expected (this process made it): the caller re-renders
+        kept = self._rejudgeable(run, cache_key)
+        if kept is None:
             return None
         if kept.judged is None or self._latest_summary(run.lineage) is not None:
             return None
