@@ -122,7 +122,7 @@ def changed_head(head: Head) -> Head:
 
 
 def head_change_compile(history: History, repeats: int) -> list[float]:
-    """A compile under a changed head: the whole window is re-rendered and re-chained.
+    """A compile under a changed head: every reply's thinking in the window judged again.
 
     Dry compiles, so every repetition starts from the same state; a committing one does the
     same work plus one transaction writing the releases.
