@@ -16,7 +16,8 @@ one of the ``REPLY_COPIES`` styles). Servers: ``serve`` (an ASGI app under uvico
 loopback, in a thread) and ``free_port``. Sessions: ``play_session`` plays ``SESSION_STEPS``
 (turns, tool rounds, releases, a changed system prompt or model, blank-text and thinking-only
 replies) under ``SESSION_BINDING`` and returns each compile's ``visible_outcome``
-(``windowed_session``: on a new agent; ``switched_off``: with a short path off). Command
+(``windowed_session``: on a new agent; ``switched_off``: with a short path off);
+``differing_fields`` compares two renders field by field. Command
 line: ``cli`` (the program in a subprocess, never the real API) and ``snapshot`` (a folder's
 files, to show nothing was written). They assert nothing, so a test's meaning stays in the test.
 """
@@ -596,3 +597,11 @@ def switched_off(module: Any) -> Iterator[None]:
         yield
     finally:
         module.ENABLED = True
+
+
+def differing_fields(mine: Any, theirs: Any, **instead: Any) -> dict[str, Any]:
+    """The fields of attrs instance ``mine`` (``instead``: these values in place of its own)
+    that differ from ``theirs``'s, with ``mine``'s values."""
+    ours = attrs.asdict(mine, recurse=False) | instead
+    other = attrs.asdict(theirs, recurse=False)
+    return {name: value for name, value in ours.items() if value != other[name]}

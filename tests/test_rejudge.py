@@ -21,6 +21,7 @@ from helpers import (
     SESSION_HEAD,
     SESSION_STEPS,
     SessionStep,
+    differing_fields,
     play_session,
     snapshots_off,
     switched_off,
@@ -62,8 +63,7 @@ def checked(monkeypatch: pytest.MonkeyPatch) -> Checked:
             return None
         seen.rejudged += 1
         full = self.full_render(run, ctx, windowed=run.limit)
-        mine, theirs = attrs.asdict(again, recurse=False), attrs.asdict(full, recurse=False)
-        assert {k: v for k, v in mine.items() if v != theirs[k]} == {}
+        assert differing_fields(again, full) == {}
         return again
 
     monkeypatch.setattr(WindowRenderer, "_rejudge_kept", checking)

@@ -19,6 +19,7 @@ from helpers import (
     SESSION_BINDING,
     SESSION_STEPS,
     SessionStep,
+    differing_fields,
     play_session,
     switched_off,
     windowed_session,
@@ -72,10 +73,9 @@ def checked(monkeypatch: pytest.MonkeyPatch) -> Checked:
         seen.restored += unwindowed
         again, shed_ctx, unreported = made[0]
         full = run.engine.full_render(run, shed_ctx, start=state.start, pending=pending)
-        mine = attrs.asdict(again, recurse=False) | {"unreported": unreported}
-        theirs = attrs.asdict(full, recurse=False)
-        del mine["sequences"], theirs["sequences"]  # ages only: ``carry_ages`` fills them after
-        assert {k: v for k, v in mine.items() if v != theirs[k]} == {}
+        # sequences: ages only, ``carry_ages`` fills them after
+        differ = differing_fields(again, full, unreported=unreported, sequences=full.sequences)
+        assert differ == {}
         return out
 
     monkeypatch.setattr(_stage_shed, "shed_thinking", checking)

@@ -40,6 +40,7 @@ from ._render import (
     Span,
     StripEntry,
     append_message,
+    leave_out,
     message_pieces,
 )
 from ._strategies import estimate_from_chars, estimate_tokens, wire_chars
@@ -82,7 +83,7 @@ def render_reply(state: RenderState, ctx: RenderContext, message: StoredMessage)
                 ctx, message, index, block, got[0], chain, last_kept, got[1]
             )
             if verdict != "keep" and verdict != "unread":
-                _left_out(state, message, index, verdict, changed, release)
+                leave_out(state, message.id, index, verdict, changed, release)
                 continue
             spot = (message.id, index)
             last_kept = signatures[len(kept)] = signature_digest(signature_of(block))
@@ -136,23 +137,6 @@ def _lean_blocks(content: tuple[Block, ...]) -> bool:
         if block.extra:  # type: ignore[union-attr]
             return False
     return True
-
-
-def _left_out(
-    state: RenderState,
-    message: StoredMessage,
-    index: int,
-    verdict: str,
-    changed: tuple[str, ...],
-    release: Any,
-) -> None:
-    """Record a judged thinking block that is not sent (``_message._Message.thinking``)."""
-    if verdict == "hidden":
-        return
-    if release is not None and index >= release.from_block:
-        state.unreported.append(StripEntry(message.id, index, verdict, changed, kind="released"))  # type: ignore[arg-type]
-    else:
-        state.left_out[(message.id, index)] = StripEntry(message.id, index, verdict, changed)  # type: ignore[arg-type]
 
 
 def _finish(

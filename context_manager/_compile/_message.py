@@ -58,6 +58,7 @@ from ._render import (
     _push,
     _synthetic_results,
     append_message,
+    leave_out,
     message_pieces,
     rendered_role,
 )
@@ -288,12 +289,8 @@ class _Message:
             self._send_thinking(index, resolved, got, True, changed)
         elif verdict == "keep" or verdict == "unread":
             self._send_thinking(index, resolved, got, verdict == "keep", changed)
-        elif release is not None and index >= release.from_block:
-            if verdict != "hidden":
-                entry = StripEntry(message.id, index, verdict, changed, kind="released")
-                state.unreported.append(entry)
-        elif verdict != "hidden":
-            state.left_out[(message.id, index)] = StripEntry(message.id, index, verdict, changed)
+        else:
+            leave_out(state, message.id, index, verdict, changed, release)
 
     def _path(self) -> str:
         """The path (``messages.i.content.j``) the next block kept is sent at."""

@@ -40,7 +40,10 @@ from ._render import (
     Span,
     StripEntry,
     _blank_wire,
+    leave_out,
     message_pieces,
+    releases_reported,
+    reported,
 )
 from ._resident import paused_collector
 from ._shed_patch import maybe_marked
@@ -105,12 +108,7 @@ def _possible(kept: RenderState, ctx: RenderContext) -> bool:
         return False
     if ctx.resolve is not None and ctx.resolve is not resolve_without_sidecar:
         return False
-    for message_id, release in ctx.releases.items():
-        if message_id not in kept.sequences:
-            continue
-        if not (release.reported or (release.reported_from or 1 << 62) <= release.from_block):
-            return False
-    return True
+    return releases_reported(kept, ctx.releases)
 
 
 def _judge_all(
@@ -129,8 +127,7 @@ def _judge_all(
     sent: Sent = {}
     last_kept: str | None = None
     for message_id, index, chain in judged:
-        release = ctx.releases.get(message_id)
-        if release is not None and release.reported_at(index):
+        if reported(ctx.releases, message_id, index):
             continue  # released and reported since: never judged again (nor recorded)
         message = stored(message_id)
         if message is None:
@@ -161,8 +158,8 @@ def _judge_all(
             else:  # its path is placed once the reply's message is rebuilt
                 again.left_out[spot] = StripEntry(message_id, index, "head", changed)
                 again.unread[spot] = ""
-        elif verdict != "hidden":  # a released block was skipped above (``_possible``)
-            again.left_out[spot] = StripEntry(message_id, index, verdict, changed)
+        else:  # released ones were skipped above (``_possible``: every release reported)
+            leave_out(again, message_id, index, verdict, changed, None)
     again.last_kept = last_kept
     return sent
 

@@ -10,7 +10,7 @@ in the render (an assistant message stays first: the API takes it as stored).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Mapping
 from typing import Any, Literal
 
 import attrs
@@ -268,6 +268,44 @@ def _blank_wire(blocks: list[dict[str, Any]]) -> bool:
     """True when every wire block is text with nothing but whitespace (the API refuses it)."""
     for w in blocks:  # noqa: SIM110  (as ``_blank_only``)
         if w.get("type") != "text" or str(w.get("text", "")).strip():
+            return False
+    return True
+
+
+def leave_out(
+    state: RenderState,
+    message_id: MessageId,
+    index: int,
+    verdict: str,
+    changed: tuple[str, ...],
+    release: Release | None,
+) -> None:
+    """Record a judged thinking block that is not sent, by ``verdict``: nothing when hidden,
+    a ``released`` strip from its release on, else left out while its reason holds."""
+    if verdict == "hidden":
+        return
+    reason: StripReason = verdict  # type: ignore[assignment]  # what is not sent is a reason
+    if release is not None and index >= release.from_block:
+        state.unreported.append(StripEntry(message_id, index, reason, changed, kind="released"))
+    else:
+        state.left_out[(message_id, index)] = StripEntry(message_id, index, reason, changed)
+
+
+def reported(releases: Mapping[MessageId, Release], message_id: MessageId, index: int) -> bool:
+    """Whether block ``index`` of ``message_id`` is released and reported (never judged)."""
+    release = releases.get(message_id)
+    return release is not None and release.reported_at(index)
+
+
+def releases_reported(
+    state: RenderState, releases: Mapping[MessageId, Release], skip: Container[MessageId] = ()
+) -> bool:
+    """Whether every release of a message ``state`` rendered (``skip`` aside) is reported: a
+    re-render reports a pending one again, which a render patched in place would not."""
+    for message_id, release in releases.items():
+        if message_id in skip or message_id not in state.sequences:
+            continue
+        if not (release.reported or (release.reported_from or 1 << 62) <= release.from_block):
             return False
     return True
 

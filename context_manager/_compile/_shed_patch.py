@@ -28,7 +28,15 @@ from context_manager._model._messages import MessageId, StoredMessage
 from context_manager._model._results import ProvenanceEntry, Source
 
 from ._judge import judge_thinking
-from ._render import RenderContext, RenderState, Span, StripEntry, _blank_wire
+from ._render import (
+    RenderContext,
+    RenderState,
+    Span,
+    StripEntry,
+    _blank_wire,
+    releases_reported,
+    reported,
+)
 from ._resident import paused_collector
 from ._shed import first_kept_sequence
 
@@ -66,7 +74,9 @@ def patched(
         return None
     again.unreported = entries
     if again.judged is not None:  # those reported since are skipped by a re-render
-        again.judged = [site for site in again.judged if not _reported(ctx, site[0], site[1])]
+        again.judged = [
+            site for site in again.judged if not reported(ctx.releases, site[0], site[1])
+        ]
     if state.last_kept in _dropped_digests(state, found, ctx):
         again.last_kept = _last_kept(again)
     if again.messages and any(maybe_marked(state.messages[i]) for i in found):
@@ -89,11 +99,8 @@ def _patchable(
         return False
     if ctx.observe or not ctx.binds:
         return False
-    for message_id, release in ctx.releases.items():
-        if message_id in shed or message_id not in state.sequences:
-            continue
-        if not (release.reported or (release.reported_from or 1 << 62) <= release.from_block):
-            return False  # a re-render reports it again: not what the render at hand holds
+    if not releases_reported(state, ctx.releases, skip=shed):
+        return False  # a re-render reports it again: not what the render at hand holds
     kept_from = first_kept_sequence(state, shed)
     for message_id, _ in state.left_out:
         if message_id not in shed and state.sequences.get(message_id) == kept_from:
@@ -118,12 +125,6 @@ def _shed_messages(
         if not missing:
             return found
     return None
-
-
-def _reported(ctx: RenderContext, message_id: MessageId, index: int) -> bool:
-    """Whether block ``index`` of ``message_id`` is released and reported under ``ctx``."""
-    release = ctx.releases.get(message_id)
-    return release is not None and release.reported_at(index)
 
 
 def _from_block(ctx: RenderContext, message_id: MessageId) -> int:
