@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 import pytest
 from helpers import read_log_script, unmarked, wire_reply
+from structlog.testing import capture_logs
 
 from context_manager import (
     Caching,
@@ -333,3 +334,30 @@ def test_a_hosts_marker_deep_in_the_window_is_counted_on_every_steady_compile(
         assert len(markers(request)) == (3 if n == 0 else 4)
         assert markers(request)[1] == ("messages.0.content.0", EPHEMERAL)
         Simulator().verify(request)
+
+
+def test_a_hosts_marker_deep_in_a_restored_render_is_counted_as_in_the_render_it_was_made_from(
+    two_hosts: tuple[Store, Store],
+) -> None:
+    """A restarted host restores the saved render with the markers its messages carry: its
+    first request places the breakpoints the render from the store places, host's counted."""
+    first, second = two_hosts
+    cm = ContextManager.open(first, namespace="ada")
+    cm.add_message("user", "question")
+    cm.add_message("assistant", "answer")
+    cm.add_message("user", [{"type": "text", "text": "pinned", "cache_control": EPHEMERAL}])
+    for n in range(6):
+        cm.add_message("assistant", f"answer {n}")
+        cm.add_message("user", f"question {n}")
+    cm.compile(HEAD)  # the first compile anchors the head
+    made = ContextManager.open(first, namespace="ada").compile(HEAD).request  # saved
+    restarted = ContextManager.open(second, namespace="ada")
+
+    with capture_logs() as logs:
+        request = restarted.compile(HEAD).request
+
+    assert "render_snapshot_restored" in [e["event"] for e in logs]
+    assert markers(request) == markers(made)
+    assert len(markers(request)) == 4
+    assert ("messages.2.content.0", EPHEMERAL) in markers(request)
+    Simulator().verify(request)

@@ -14,7 +14,6 @@ import os
 import pickle
 import subprocess
 import sys
-import zlib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -43,6 +42,7 @@ from context_manager import (
     estimate_tokens,
     set_render_cache_limit,
 )
+from context_manager._compile._compact import pack, unpack
 from context_manager._compile._compiler import SNAPSHOT_REFRESH_MESSAGES
 from context_manager._compile._strategies import CHARS_PER_TOKEN
 from context_manager.simulator import Simulator
@@ -172,7 +172,7 @@ async def test_snapshot_bytes_that_are_not_a_render_are_refused_and_run_nothing(
     assert saved is not None
     marker = tmp_path / "ran"
     payload = {"messages": _Runs(str(marker))}
-    blob = zlib.compress(pickle.dumps(payload)) if kind == "code" else b"not a render at all"
+    blob = pack(pickle.dumps(payload)) if kind == "code" else b"not a render at all"
     store.save_render("ada", key, saved[0], blob)
     expected = cold(cm)
     store.save_render("ada", key, saved[0], blob)  # ``cold`` saved nothing (a dry run)
@@ -338,10 +338,10 @@ async def test_a_snapshot_saved_without_its_windows_releases_is_restored_reading
     replies, key = await _released_and_saved(first)
     saved = first.load_render("ada", key)
     assert saved is not None
-    fields = pickle.loads(zlib.decompress(saved[1]))
+    fields = pickle.loads(unpack(saved[1]))
     assert fields["window_releases"]  # the released reply's, at least
     fields["window_releases"] = None
-    first.save_render("ada", key, saved[0], zlib.compress(pickle.dumps(fields)))
+    first.save_render("ada", key, saved[0], pack(pickle.dumps(fields)))
 
     assert _restarted_release_reads(second, replies[0]) == 1
 

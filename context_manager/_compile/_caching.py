@@ -221,6 +221,28 @@ class _MessageScan:
         return found
 
 
+def scan_before_last(messages: Sequence[Any]) -> list[tuple[Position, CacheTtl]]:
+    """The markers in every message of ``messages`` but the last (what ``remember_scan`` takes
+    back): a list about to be kept compact carries them, so its restore needs no scan."""
+    return [m for m in _MessageScan.markers(messages) if m[0][1] < len(messages) - 1]
+
+
+def remember_scan(messages: Sequence[Any], found: Sequence[tuple[Position, CacheTtl]]) -> None:
+    """Take ``found`` as the markers in ``messages[:-1]`` (``scan_before_last`` of an equal
+    list), so the next ``host_markers`` of a request starting with ``messages`` scans only what
+    follows them. Nothing is remembered for fewer than two messages, as a scan remembers."""
+    if len(messages) < 2:
+        return
+    scans: dict[int, _MessageScan] | None = getattr(_MessageScan._local, "scans", None)
+    if scans is None:
+        scans = _MessageScan._local.scans = {}
+    if len(scans) >= SCAN_MEMO_LIMIT:
+        scans.clear()
+    scans[id(messages[0])] = _MessageScan(
+        messages[0], messages[-2], len(messages) - 1, tuple(found)
+    )
+
+
 def _message_position(messages: Sequence[Any], index: int) -> Position | None:
     """The last markable block of message ``index``, or of the nearest markable one before it."""
     for i in range(min(index, len(messages) - 1), -1, -1):

@@ -448,9 +448,10 @@ class PostgresStore(PostgresBindingRecords):
 
     def load_render(self, namespace: str, branch: str) -> tuple[str, bytes] | None:
         with self._reading(namespace) as conn:
-            row = conn.execute(
+            row = conn.execute(  # binary: the blob as its bytes, not twice as many hex digits
                 "SELECT header, blob FROM renders WHERE ns = %s AND branch = %s",
                 (namespace, branch),
+                binary=True,
             ).fetchone()
         return (str(row[0]), bytes(row[1])) if row else None
 
