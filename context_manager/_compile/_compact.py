@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import io
 import pickle
+import zlib
 from collections.abc import Mapping
 from itertools import starmap
 from typing import Any
 
 import attrs
-import zstandard
 
 from context_manager._model._messages import MessageId
 from context_manager._model._results import ProvenanceEntry, Source
@@ -35,23 +35,24 @@ from ._render import RenderState, Span, StripEntry
 from ._resident import paused_collector
 
 LEVEL = 1
-"""zstd's level 1: a window's pickle (about its wire bytes) shrinks three- to fourfold in about
-3 ms per megabyte, and comes back in under 2 (zlib's fastest level shrank it less, in 9 and 3
-ms); higher levels gain little on this kind of text and cost more."""
+"""zlib's fastest level: a window's pickle (about its wire bytes) shrinks three- to fourfold in
+a few milliseconds; higher levels gain little on this kind of text and cost several times more.
+(zstd, tried, packed 2.5 times and restored twice as fast, but the allocator kept its
+megabyte-sized buffers: resident agents cost a third of a request more each.)"""
 
 
 def pack(raw: bytes) -> bytes:
-    """``raw`` compressed as a compact render holds it (one zstd frame, its size recorded)."""
-    return zstandard.compress(raw, LEVEL)
+    """``raw`` compressed as a compact render holds it."""
+    return zlib.compress(raw, LEVEL)
 
 
 def unpack(blob: bytes) -> bytes:
     """``pack``'s input back.
 
     Raises:
-        zstandard.ZstdError: ``blob`` is not one frame ``pack`` made.
+        zlib.error: ``blob`` is not what ``pack`` made.
     """
-    return zstandard.decompress(blob)
+    return zlib.decompress(blob)
 
 
 _RELEASES = "window_releases"
