@@ -419,3 +419,36 @@ async def test_a_snapshot_saved_by_one_process_is_restored_by_a_fresh_one(tmp_pa
 
     assert RESTORED in seen["events"]
     assert seen["request"] == json.loads(json.dumps(expected.request))
+
+
+def _block_maps(result: CompileResult) -> tuple[int, int]:
+    """How many messages ``result`` sends whole (each block, in order) and how many distinct
+    ``Source.blocks`` dicts they hold."""
+    whole = [
+        source.blocks
+        for entry in result.provenance
+        for source in entry.sources
+        if source.blocks == {j: j for j in range(len(source.blocks))}
+    ]
+    return len(whole), len({id(blocks) for blocks in whole})
+
+
+async def test_messages_sent_whole_share_their_block_maps_also_once_restored(
+    two_hosts: tuple[Store, Store],
+) -> None:
+    """Memory: a render holds one ``blocks`` dict per block count, not one per message (a
+    window of thousands of messages held thousands), and so does the render a restart restores."""
+    first, second = two_hosts
+    await signed_conversation(Simulator(), ContextManager.open(first, namespace="ada"), 12)
+    rendered = ContextManager.open(first, namespace="ada").compile(THINKING_HEAD)
+    restarted = ContextManager.open(second, namespace="ada")
+
+    with capture_logs() as logs:
+        restored = restarted.compile(THINKING_HEAD)
+
+    assert RESTORED in events(logs)
+    for result in (rendered, restored):
+        whole, distinct = _block_maps(result)
+        assert whole >= 24
+        assert distinct <= 3  # one per block count: a question (1), a reply (2) or (3)
+    assert restored.provenance == rendered.provenance

@@ -28,7 +28,12 @@ from context_manager._model._content import (
     signature_of,
 )
 from context_manager._model._messages import StoredMessage
-from context_manager._model._results import ProvenanceEntry, Source
+from context_manager._model._results import (
+    NO_SIGNATURES,
+    ProvenanceEntry,
+    Source,
+    shared_blocks,
+)
 from context_manager._reasoning._capture import resolve_without_sidecar
 
 from ._judge import judge_thinking
@@ -100,7 +105,8 @@ def render_reply(state: RenderState, ctx: RenderContext, message: StoredMessage)
         mapping[len(kept)] = index
         chars += got[2]
         kept.append(got[0])
-    _finish(state, ctx, message, kept, Source(message.id, mapping, signatures), chars)
+    source = Source(message.id, shared_blocks(mapping), signatures or NO_SIGNATURES)
+    _finish(state, ctx, message, kept, source, chars)
     state.chain, state.last_kept = chain, last_kept
     if tool_uses:
         state.open_tool_uses = tool_uses

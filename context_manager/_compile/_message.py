@@ -35,7 +35,13 @@ from context_manager._model._content import (
 )
 from context_manager._model._log import library_logger
 from context_manager._model._messages import HEAD_CHANGE_KIND, StoredMessage
-from context_manager._model._results import ProvenanceEntry, ProvenanceKind, Source
+from context_manager._model._results import (
+    NO_SIGNATURES,
+    ProvenanceEntry,
+    ProvenanceKind,
+    Source,
+    shared_blocks,
+)
 
 from ._judge import judge_thinking
 from ._lean_reply import render_reply
@@ -324,7 +330,8 @@ class _Message:
         shifts them past the blocks of a message it merges into)."""
         shift = self.offset
         if not shift:
-            return Source(self.message.id, self.mapping, self.signatures)
+            signatures = self.signatures or NO_SIGNATURES
+            return Source(self.message.id, shared_blocks(self.mapping), signatures)
         blocks = {j - shift: b for j, b in self.mapping.items()}
         return Source(self.message.id, blocks, {j - shift: s for j, s in self.signatures.items()})
 

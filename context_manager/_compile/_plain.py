@@ -17,7 +17,7 @@ from typing import Any
 from context_manager._binding._chain import block_bytes
 from context_manager._model._content import TextBlock, ToolResultBlock, block_to_wire
 from context_manager._model._messages import StoredMessage
-from context_manager._model._results import ProvenanceEntry, Source
+from context_manager._model._results import NO_SIGNATURES, ProvenanceEntry, Source, whole_blocks
 
 from ._render import _TAGS, RenderContext, RenderState, Span, append_message, message_pieces
 from ._strategies import estimate_from_chars, estimate_tokens, wire_chars
@@ -58,8 +58,9 @@ def render_plain(state: RenderState, ctx: RenderContext, message: StoredMessage)
         else ctx.estimator({"role": "user", "content": kept})
     )
     state.chain = chain
-    blocks = {0: 0} if len(kept) == 1 else {j: j for j in range(len(kept))}
-    entry = ProvenanceEntry("message", (Source(message.id, blocks, {}),))
+    entry = ProvenanceEntry(
+        "message", (Source(message.id, whole_blocks(len(kept)), NO_SIGNATURES),)
+    )
     append_message(state, {"role": "user", "content": kept}, entry, tokens)  # never a merge
     state.spans.append(Span(sequence, tokens, clean))
     return encoded if ctx.pieces is not None else 0

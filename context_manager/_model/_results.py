@@ -46,12 +46,38 @@ class Source:
     """One stored message behind a compiled message.
 
     ``blocks`` maps compiled content index ``j`` to the stored block index; ``signatures`` maps
-    the ``j`` of each thinking block to its signature digest (``signature_digest``).
+    the ``j`` of each thinking block to its signature digest (``signature_digest``). Read them,
+    never change them: a render shares one dict between every source that maps each block to
+    itself, and one empty ``signatures`` (``shared_blocks``).
     """
 
     message_id: MessageId
     blocks: dict[int, int]
     signatures: dict[int, str] = attrs.field(factory=dict)
+
+
+_IDENTITY: tuple[dict[int, int], ...] = tuple({j: j for j in range(n)} for n in range(17))
+"""The shared ``Source.blocks`` of a message sent whole, by its block count (up to 16)."""
+
+NO_SIGNATURES: dict[int, str] = {}
+"""The shared ``Source.signatures`` of a message that sends no thinking."""
+
+
+def whole_blocks(size: int) -> dict[int, int]:
+    """The ``Source.blocks`` of a message whose ``size`` blocks are all sent, in order."""
+    return _IDENTITY[size] if size < len(_IDENTITY) else {j: j for j in range(size)}
+
+
+def shared_blocks(blocks: dict[int, int]) -> dict[int, int]:
+    """``blocks``, or the one shared dict equal to it when it maps each compiled index to the
+    same stored index (most messages: nothing left out), so that a render of thousands of
+    messages holds a few such dicts, not one per message (and restores them as few)."""
+    size = len(blocks)
+    if size < len(_IDENTITY):
+        identity = _IDENTITY[size]
+        if blocks == identity:
+            return identity
+    return blocks
 
 
 @attrs.frozen
