@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from context_manager._model._checks import check_branch_name
-from context_manager._model._content import Block, blocks_from_wire
+from context_manager._model._content import Block
 from context_manager._model._errors import (
     BranchNotFound,
     MessageNotFound,
@@ -51,6 +50,7 @@ from ._postgres_connection import _describe
 from ._postgres_hold import HoldConnections, PostgresHold
 from ._postgres_probe import probe_server
 from ._postgres_schema import open_versioned
+from ._rows import message_from_row, messages_from_rows
 from ._sql_branch import insert_branch
 from ._stamp_rows import StampRows
 from ._statements import POSTGRES, message_row
@@ -368,7 +368,7 @@ class PostgresStore(PostgresBindingRecords):
         )
         with self._reading(namespace) as conn:
             segments = [
-                [_message(r) for r in conn.execute(sql.encode(), params).fetchall()]
+                messages_from_rows(conn.execute(sql.encode(), params).fetchall(), _utc)
                 for sql, params in queries
             ]
         return select_window(segments, kind=kind, limit=limit, newest_first=newest_first)
@@ -385,7 +385,7 @@ class PostgresStore(PostgresBindingRecords):
                     for sql, params in segment_queries("%s", namespace, lineage, after=after)
                 ]
             row = serials.fetchone()
-            segments = [[_message(r) for r in cursor.fetchall()] for cursor in reads]
+            segments = [messages_from_rows(cursor.fetchall(), _utc) for cursor in reads]
         changes, bindings = (int(row[0] or 0), int(row[1] or 0)) if row else (0, 0)
         return changes, bindings, select_window(segments, kind=None, limit=None, newest_first=False)
 
@@ -531,14 +531,9 @@ _SERIALS = (
 """The agent's change serial and binding serial, in one statement."""
 
 
+def _utc(created_at: dt.datetime) -> dt.datetime:
+    return created_at.astimezone(dt.UTC)
+
+
 def _message(row: Sequence[Any]) -> StoredMessage:
-    message_id, sequence, branch, role, content, meta, created_at = row
-    return StoredMessage(  # positional, in field order: a third cheaper, once per row read
-        message_id,
-        int(sequence),
-        branch,
-        role,
-        blocks_from_wire(json.loads(content)),
-        MessageMeta.from_json(json.loads(meta)),
-        created_at.astimezone(dt.UTC),
-    )
+    return message_from_row(row, _utc)

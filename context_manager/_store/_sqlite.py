@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import functools
-import json
 import os
 import sqlite3
 import threading
@@ -20,7 +19,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from context_manager._model._checks import check_branch_name
-from context_manager._model._content import Block, blocks_from_wire
+from context_manager._model._content import Block
 from context_manager._model._errors import BranchNotFound, MessageNotFound
 from context_manager._model._messages import (
     MessageId,
@@ -46,7 +45,7 @@ from ._protocol import (
     Lineage,
 )
 from ._read import check_limit, select_window
-from ._rows import branch_from_row
+from ._rows import branch_from_row, message_from_row, messages_from_rows
 from ._sql import MESSAGE_COLUMNS, segment_queries
 from ._sql_branch import insert_branch
 from ._sqlite_binding import SQLiteBindingRecords
@@ -415,32 +414,9 @@ class SQLiteStore(SQLiteBindingRecords):
             self._db.close()
 
 
-_PLAIN_META = json.dumps(MessageMeta().to_json())
-"""How the metadata of most messages is stored (nothing set): read without decoding."""
-
-
 def _messages(rows: Sequence[Sequence[Any]]) -> list[StoredMessage]:
-    """``_message`` of each row, their contents decoded as one JSON array (one call, not one
-    per row: a window is thousands of rows). Any doubt falls back to row by row."""
-    if len(rows) > 1:
-        try:
-            contents = json.loads("[" + ",".join([row[4] for row in rows]) + "]")
-        except (TypeError, ValueError):
-            contents = None
-        if contents is not None and len(contents) == len(rows):
-            return [_message(row, content) for row, content in zip(rows, contents, strict=True)]
-    return [_message(row) for row in rows]
+    return messages_from_rows(rows, dt.datetime.fromisoformat)
 
 
-def _message(row: Sequence[Any], decoded: Any = None) -> StoredMessage:
-    """The message a row holds; ``decoded``: its content already decoded."""
-    message_id, sequence, branch, role, content, meta, created_at = row
-    return StoredMessage(  # positional, in field order: a third cheaper, once per row read
-        message_id,
-        int(sequence),
-        branch,
-        role,
-        blocks_from_wire(json.loads(content) if decoded is None else decoded),
-        MessageMeta() if meta == _PLAIN_META else MessageMeta.from_json(json.loads(meta)),
-        dt.datetime.fromisoformat(created_at),
-    )
+def _message(row: Sequence[Any]) -> StoredMessage:
+    return message_from_row(row, dt.datetime.fromisoformat)
