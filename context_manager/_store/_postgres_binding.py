@@ -22,10 +22,15 @@ class PostgresBindingRecords(PostgresConnections):
     ) -> BindingRecordData:
         at = {"ns": namespace, "branch": branch}
         with self._reading(namespace) as conn:
-            state = conn.execute(POSTGRES.branch_state_of, at).fetchone()
-            rows = conn.execute(POSTGRES.releases_of, at).fetchall() if releases else []
-            left = conn.execute(POSTGRES.left_out_of, at).fetchall()
-            head = conn.execute(POSTGRES.anchored_head_of, at).fetchone()
+            with conn.pipeline():  # one round trip: the results are read after
+                states = conn.execute(POSTGRES.branch_state_of, at)
+                found = conn.execute(POSTGRES.releases_of, at) if releases else None
+                lefts = conn.execute(POSTGRES.left_out_of, at)
+                heads = conn.execute(POSTGRES.anchored_head_of, at)
+            state = states.fetchone()
+            rows = found.fetchall() if found is not None else []
+            left = lefts.fetchall()
+            head = heads.fetchone()
         return BindingRecordData(
             first_compiled=bool(state and state[0]),
             releases={r[0]: release_from_row(r) for r in rows},
