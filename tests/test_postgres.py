@@ -599,3 +599,42 @@ def test_a_reply_is_recorded_in_one_round_trip_and_a_compile_in_one(
         trace.close()
 
     assert (compiled - before, recorded - replied) == (1, 1)
+
+
+def test_a_branchs_binding_record_is_read_in_one_round_trip(
+    postgres_dsn: str, tmp_path: Path
+) -> None:
+    """A woken or restarted agent's first compile reads its branch's binding record (state,
+    releases, left-out set, anchored head): its four reads go out pipelined, one ``Sync``."""
+    import psycopg_pool
+
+    trace = (tmp_path / "wire.txt").open("w")
+    pool = psycopg_pool.ConnectionPool(
+        postgres_dsn, configure=lambda conn: conn.pgconn.trace(trace.fileno()), open=True
+    )
+
+    def syncs() -> int:
+        trace.flush()
+        return (tmp_path / "wire.txt").read_text().count("\tSync")
+
+    client = Simulator().sync_client()
+    try:
+        store = PostgresStore(pool)
+        cm = ContextManager.open(store, namespace="ada")
+        cm.add_message("user", "Hello.")
+        result = cm.compile(THINKING_HEAD)
+        reply = cm.record_reply(client.beta.messages.create(**result.request), result)
+        cm.release_thinking(reply)
+        key = cm.current_branch_key()
+        before = syncs()
+        record = store.binding_record("ada", key)
+        read = syncs()
+        store.close()
+    finally:
+        pool.close()
+        trace.close()
+
+    assert record.first_compiled
+    assert reply in record.releases
+    assert record.anchored_head is not None
+    assert read - before == 1
