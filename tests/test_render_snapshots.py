@@ -18,8 +18,10 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from helpers import (
+    SESSION_HEAD,
     THINKING_HEAD,
     CallCountingStore,
     invalid_calls,
@@ -452,3 +454,26 @@ async def test_messages_sent_whole_share_their_block_maps_also_once_restored(
         assert whole >= 24
         assert distinct <= 3  # one per block count: a question (1), a reply (2) or (3)
     assert restored.provenance == rendered.provenance
+
+
+async def test_a_branchs_first_compile_saves_the_snapshot_a_restart_restores(
+    two_hosts: tuple[Store, Store],
+) -> None:
+    """The first compile anchors the head; it renders before the anchor is set, and its render
+    (and snapshot) was kept under the unanchored key, which no later compile asks for: a host
+    restarted after it rendered the window from the store again."""
+    first, second = two_hosts
+    head = attrs.evolve(THINKING_HEAD, model=SESSION_HEAD.model)  # changes are appended
+    cm = ContextManager.open(first, namespace="ada")
+    for n in range(6):
+        cm.add_message("user", f"question {n}")
+        cm.add_message("assistant", f"answer {n}")
+    cm.add_message("user", "and now?")
+    cm.compile(head)  # the branch's first compile: renders, anchors, saves
+    restarted = ContextManager.open(second, namespace="ada")
+
+    with capture_logs() as logs:
+        again = restarted.compile(head)
+
+    assert RESTORED in events(logs)
+    assert again.request == cold(restarted, head).request

@@ -10,11 +10,12 @@ import attrs
 
 from context_manager._model._canonical import canonical_json
 from context_manager._model._head import Head
-from context_manager._model._messages import StoredMessage
+from context_manager._model._messages import HEAD_CHANGE_KIND, StoredMessage
 from context_manager._store._protocol import AnchoredHead
 
 from ._append import Change, Sent, head_json, plan_change, request_head
 from ._branch import CacheKey, Steady
+from ._compaction import COMPACTION_KIND
 from ._message import render_message
 from ._render import RenderContext
 from ._run import HEAD_CHANGE_PREVIEW_ID, Draft, Run
@@ -49,12 +50,48 @@ def _append_change(run: Run, draft: Draft) -> Draft:
     if run.appends and anchor is not None:
         return _appended(run, draft, anchor)
     if anchor is None and run.engine.manager.binding.append_changes:  # the first anchor
-        return _anchored(draft, AnchoredHead(state.last_sequence, head_json(asked)))
+        return _first_anchor(run, draft, AnchoredHead(state.last_sequence, head_json(asked)))
     if anchor is not None and run.steady is None:  # not appending: anchor what is sent now
         if canonical_json(anchor.head) != canonical_json(head_json(asked)):
             return _anchored(draft, AnchoredHead(state.last_sequence, head_json(asked)))
         cache.steady = Steady(anchor, asked, asked, state.last_change, asked)
     return draft
+
+
+def _first_anchor(run: Run, draft: Draft, anchor: AnchoredHead) -> Draft:
+    """The branch's first anchor. Only a stored head change or compaction block renders
+    differently under an anchor than under none (``_message._route``,
+    ``_compaction.render_compaction``); a render read from a window holding neither is kept
+    under the anchored key, so the branch's next compile extends it and the snapshot saved now
+    is one a restart restores (under the unanchored key, neither matched: the next compile
+    re-rendered the window, and a restart rendered it from the store)."""
+    anchored = _anchored(draft, anchor)
+    if not run.appends or not _reads_no_anchor(run, draft):
+        return anchored
+    at = anchor.at_sequence
+    return attrs.evolve(
+        anchored,
+        ctx=attrs.evolve(draft.ctx, anchor_sequence=at),
+        cache_key=attrs.evolve(draft.cache_key, anchor_sequence=at),
+    )
+
+
+def _reads_no_anchor(run: Run, draft: Draft) -> bool:
+    """Whether nothing ``draft`` rendered reads the anchor: the window it was read from (this
+    compile's, covering the render) holds no head change and no compaction block, and no
+    opener or preview came with it."""
+    state, memo = draft.state, run.engine.cache(run.key).window
+    if memo is None or memo.serial != run.serial or memo.lineage != run.lineage:
+        return False
+    if memo.start > state.start or memo.last() < state.last_sequence or draft.pending():
+        return False
+    if state.summary_id is not None or state.kept_from is not None:
+        return False
+    return not any(m.metadata.kind in _ANCHOR_READERS for m in memo.messages)
+
+
+_ANCHOR_READERS = frozenset({HEAD_CHANGE_KIND, COMPACTION_KIND})
+"""The stored kinds whose rendering depends on the anchor."""
 
 
 def _anchored(draft: Draft, anchor: AnchoredHead) -> Draft:
