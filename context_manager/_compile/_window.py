@@ -16,7 +16,7 @@ from context_manager._binding._chain import CHAIN_SEED, LEGACY_CHAIN_SEED
 from context_manager._model._content import THINKING_TYPES
 from context_manager._model._log import library_logger
 from context_manager._model._messages import MessageId, StoredMessage
-from context_manager._model._stamps import LegacyStamp
+from context_manager._model._stamps import AnyStamp, LegacyStamp
 from context_manager._store._protocol import Lineage, Release
 
 from . import _rejudge, _resident
@@ -132,8 +132,7 @@ class WindowRenderer(RenderReleaser):
         messages = memo.messages
         self._prefetch(messages, run.record, run.key)
         new = messages[bisect.bisect_right(messages, kept.last_sequence, key=_sequence) :]
-        stamps = self._stamps.stamps
-        if any(isinstance(stamps.get(m.id), LegacyStamp) for m in new):
+        if _legacy_stamped(new, self._stamps.stamps):
             return None
         ctx = attrs.evolve(ctx, pieces=memo.pieces)
 
@@ -191,6 +190,8 @@ class WindowRenderer(RenderReleaser):
         if not isinstance(cached[1], CompactRender) and run.dry_run:
             state = state.copy()
         self._prefetch(new, run.record, key)
+        if state.legacy_chain is None and _legacy_stamped(new, self._stamps.stamps):
+            return None, 0  # a version-1 stamp needs the chain a render from the start keeps
         memo = cache.window
         if (
             memo is not None
@@ -263,8 +264,7 @@ class WindowRenderer(RenderReleaser):
         self._prefetch(messages, record, run.key)
         ctx = attrs.evolve(ctx, pieces=memo.pieces)
         state = RenderState(chain=CHAIN_SEED, start=start, change_serial=run.serial, judged=[])
-        stamps = self._stamps.stamps
-        if any(isinstance(stamps.get(m.id), LegacyStamp) for m in messages):
+        if _legacy_stamped(messages, self._stamps.stamps):
             state.legacy_chain = LEGACY_CHAIN_SEED
         if summary is not None:
             _render_opener(state, ctx, summary)
@@ -333,6 +333,14 @@ def _render_all(
         if rounds is None or not rounds.skips(state, ctx, message):
             encoded += render_message(state, ctx, message)
     return encoded
+
+
+def _legacy_stamped(
+    messages: Sequence[StoredMessage], stamps: Mapping[MessageId, AnyStamp]
+) -> bool:
+    """Whether a reply among ``messages`` carries a version-1 stamp (judged on the legacy
+    chain, which only a render from the window's start keeps: ``full_render``)."""
+    return any(isinstance(stamps.get(m.id), LegacyStamp) for m in messages)
 
 
 def _sequence(message: StoredMessage) -> int:
