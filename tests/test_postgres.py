@@ -15,7 +15,7 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -560,79 +560,73 @@ def test_the_command_line_runs_and_reads_an_agent_on_postgresql(postgres_dsn: st
     assert texts == ["hello there", "You said: hello there"]
 
 
-def test_a_reply_is_recorded_in_one_round_trip_and_a_compile_in_one(
-    postgres_dsn: str, tmp_path: Path
-) -> None:
-    """Issue 36: a tool loop on PostgreSQL costs one round trip for the compile and one for the
-    reply's record (each after the pool's check of the connection it lends), counted as the
-    client's ``Sync`` messages in libpq's own trace of the wire."""
+@pytest.fixture
+def traced(postgres_dsn: str, tmp_path: Path) -> Iterator[tuple[PostgresStore, Callable[[], int]]]:
+    """A store whose pooled connections write libpq's own trace of the wire, and the count of
+    the client's ``Sync`` messages in it so far (one per round trip; the pool's check of a
+    connection it lends sends none)."""
     import psycopg_pool
 
-    trace = (tmp_path / "wire.txt").open("w")
+    path = tmp_path / "wire.txt"
+    trace = path.open("w")
     pool = psycopg_pool.ConnectionPool(
         postgres_dsn, configure=lambda conn: conn.pgconn.trace(trace.fileno()), open=True
     )
 
     def syncs() -> int:
         trace.flush()
-        return (tmp_path / "wire.txt").read_text().count("\tSync")
+        return path.read_text().count("\tSync")
 
-    client = Simulator().sync_client()
+    store = PostgresStore(pool)
     try:
-        store = PostgresStore(pool)
-        cm = ContextManager.open(store, namespace="ada")
-        for text in ("Hello.", "And then?"):
-            cm.add_message("user", text)
-            result = cm.compile(THINKING_HEAD)
-            cm.record_reply(client.beta.messages.create(**result.request), result)
-        cm.add_message("user", "Once more?")
-        before = syncs()
-        result = cm.compile(THINKING_HEAD)
-        compiled = syncs()
-        reply = client.beta.messages.create(**result.request)
-        replied = syncs()
-        cm.record_reply(reply, result)
-        recorded = syncs()
-        store.close()
+        yield store, syncs
     finally:
+        store.close()
         pool.close()
         trace.close()
+
+
+def test_a_reply_is_recorded_in_one_round_trip_and_a_compile_in_one(
+    traced: tuple[PostgresStore, Callable[[], int]],
+) -> None:
+    """Issue 36: a tool loop on PostgreSQL costs one round trip for the compile and one for the
+    reply's record (each after the pool's check of the connection it lends), counted as the
+    client's ``Sync`` messages in libpq's own trace of the wire."""
+    store, syncs = traced
+    client = Simulator().sync_client()
+    cm = ContextManager.open(store, namespace="ada")
+    for text in ("Hello.", "And then?"):
+        cm.add_message("user", text)
+        result = cm.compile(THINKING_HEAD)
+        cm.record_reply(client.beta.messages.create(**result.request), result)
+    cm.add_message("user", "Once more?")
+    before = syncs()
+    result = cm.compile(THINKING_HEAD)
+    compiled = syncs()
+    reply = client.beta.messages.create(**result.request)
+    replied = syncs()
+    cm.record_reply(reply, result)
+    recorded = syncs()
 
     assert (compiled - before, recorded - replied) == (1, 1)
 
 
 def test_a_branchs_binding_record_is_read_in_one_round_trip(
-    postgres_dsn: str, tmp_path: Path
+    traced: tuple[PostgresStore, Callable[[], int]],
 ) -> None:
     """A woken or restarted agent's first compile reads its branch's binding record (state,
     releases, left-out set, anchored head): its four reads go out pipelined, one ``Sync``."""
-    import psycopg_pool
-
-    trace = (tmp_path / "wire.txt").open("w")
-    pool = psycopg_pool.ConnectionPool(
-        postgres_dsn, configure=lambda conn: conn.pgconn.trace(trace.fileno()), open=True
-    )
-
-    def syncs() -> int:
-        trace.flush()
-        return (tmp_path / "wire.txt").read_text().count("\tSync")
-
+    store, syncs = traced
     client = Simulator().sync_client()
-    try:
-        store = PostgresStore(pool)
-        cm = ContextManager.open(store, namespace="ada")
-        cm.add_message("user", "Hello.")
-        result = cm.compile(THINKING_HEAD)
-        reply = cm.record_reply(client.beta.messages.create(**result.request), result)
-        cm.release_thinking(reply)
-        key = cm.current_branch_key()
-        before = syncs()
-        record = store.binding_record("ada", key)
-        read = syncs()
-        store.close()
-    finally:
-        pool.close()
-        trace.close()
+    cm = ContextManager.open(store, namespace="ada")
+    cm.add_message("user", "Hello.")
+    result = cm.compile(THINKING_HEAD)
+    reply = cm.record_reply(client.beta.messages.create(**result.request), result)
+    cm.release_thinking(reply)
+    key = cm.current_branch_key()
+    before = syncs()
+    record = store.binding_record("ada", key)
+    read = syncs()
 
     assert record.first_compiled
     assert reply in record.releases
