@@ -1,12 +1,17 @@
 """Reopen and wake in a fresh process, beside the SDK's ``create()`` in the same process (issue 36).
 
-Each measurement runs in its own child process, one task per child, forked from a
-``forkserver`` that only imported this module (the library, the SDK) and ran nothing of them:
-nothing a previous measurement cached, computed on first use or allocated is there, as after a
-host's restart, and no child pays the imports (seconds, under load). The child times from before
-``ContextManager.open`` to the first compiled request, then measures the SDK's own
-``client.beta.messages.create(**request)`` of that request (``_sdk.sdk_create``: one untimed call,
-then the median of a few) in the same child. The figure is the ratio of the two.
+Each measurement runs in its own child process, one task per child, started with ``spawn``: a
+new interpreter that imports the library and the SDK (about two seconds, before the clock starts)
+and has run nothing of them, as a restarted host is. Nothing a previous measurement cached,
+computed on first use or allocated is there. A child forked from a process that had imported
+them (a ``forkserver``, which this benchmark used before) also pays a copy-on-write fault for
+each inherited page it first writes: the code objects CPython specializes as they first run, the
+reference counts it moves. That cost about 3 ms of a 19 ms restore (22 against 19 ms, in runs of
+five children each), which a restarted host never pays, and which the SDK's timed calls do not
+pay either (an untimed call comes first). The child times from before ``ContextManager.open`` to
+the first compiled request, then measures the SDK's own ``client.beta.messages.create(**request)``
+of that request (``_sdk.sdk_create``: one untimed call, then the median of a few) in the same
+child. The figure is the ratio of the two.
 
 - ``fresh``: a snapshot saved by an earlier process is there (a host restarting after a clean
   run); ``prime`` makes sure of it.
@@ -145,8 +150,7 @@ def fresh_process_figures(
 ) -> dict[str, Any]:
     """Every fresh-process figure: the median over ``repeats`` children of each, ``at`` and
     ``largest`` messages (reopen with a snapshot at both; the rest at ``at``)."""
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([__name__])
+    context = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(
         max_workers=1, mp_context=context, max_tasks_per_child=1
     ) as pool:
