@@ -601,7 +601,11 @@ def switched_off(module: Any) -> Iterator[None]:
 
 def differing_fields(mine: Any, theirs: Any, **instead: Any) -> dict[str, Any]:
     """The fields of attrs instance ``mine`` (``instead``: these values in place of its own)
-    that differ from ``theirs``'s, with ``mine``'s values."""
+    that differ from ``theirs``'s, with ``mine``'s values; fields its equality leaves out
+    (``eq=False``, e.g. ``RenderState.signed_from``, a bound) are not compared."""
+    compared = {field.name for field in attrs.fields(type(mine)) if field.eq}
     ours = attrs.asdict(mine, recurse=False) | instead
     other = attrs.asdict(theirs, recurse=False)
-    return {name: value for name, value in ours.items() if value != other[name]}
+    return {
+        name: value for name, value in ours.items() if name in compared and value != other[name]
+    }

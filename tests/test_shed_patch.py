@@ -76,6 +76,7 @@ def checked(monkeypatch: pytest.MonkeyPatch) -> Checked:
         # sequences: ages only, ``carry_ages`` fills them after
         differ = differing_fields(again, full, unreported=unreported, sequences=full.sequences)
         assert differ == {}
+        again._check()  # its ``signed_from`` bound holds
         return out
 
     monkeypatch.setattr(_stage_shed, "shed_thinking", checking)

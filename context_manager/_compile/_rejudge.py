@@ -71,6 +71,7 @@ def rejudged(
         return None
     assert kept.judged is not None  # ``_possible``
     again = kept.copy()
+    again.signed_from = 0  # thinking judged again may be sent again, anywhere
     for message_id, index, _ in kept.judged:
         spot = (message_id, index)
         again.kept_thinking.discard(spot)

@@ -219,6 +219,12 @@ class RenderState:
     """Every thinking block judged so far, in render order, with the chain before it: what a
     head change re-judges without rendering again (``_rejudge``); ``None``: not recorded (a
     render not made from the window's start, or restored from an older snapshot)."""
+    signed_from: int = attrs.field(default=0, eq=False)
+    """No provenance entry before this index has a source with signatures (sent thinking),
+    and it is at most the last entry's index: where scans for sent thinking may start
+    (``_shed``). Raised only by a shed patch, which takes signatures out; a head change
+    re-judged (which may send thinking again) starts from 0. Not compared: a render made
+    another way is equal whatever bound it knows."""
 
     def copy(self) -> RenderState:
         """A copy whose lists can grow without touching this one (O(window) references)."""
@@ -249,6 +255,9 @@ class RenderState:
                 assert before["role"] == "user", "a system message follows a user message"
         for message in self.messages:
             assert message["content"], "empty message rendered"
+        assert 0 <= self.signed_from <= max(len(self.provenance) - 1, 0)
+        for entry in self.provenance[: self.signed_from]:
+            assert not any(source.signatures for source in entry.sources), "signed before bound"
 
 
 def _text_only(blocks: tuple[Block, ...]) -> list[tuple[int, Block]]:

@@ -2,7 +2,9 @@
 
 Pure. Removing a leading run of thinking blocks keeps every later block valid (provider rule 4):
 the first block still sent has no kept thinking before it. Whole replies are shed, oldest
-first, and never one of the newest turn.
+first, and never one of the newest turn. Scans for sent thinking start at the render's
+``signed_from`` (nothing before it is sent thinking), so a shed near the window's cap costs
+what it sheds, not the replies shed before it.
 """
 
 from __future__ import annotations
@@ -52,11 +54,25 @@ def plan_shed(
 
 def first_kept_sequence(state: RenderState, shed: Mapping[MessageId, int]) -> float:
     """The sequence of the first reply whose thinking is still sent once ``shed`` is shed."""
-    for entry in state.provenance:
-        for source in entry.sources:
+    provenance = state.provenance
+    for i in range(state.signed_from, len(provenance)):
+        for source in provenance[i].sources:
             if source.signatures and source.message_id not in shed:
                 return state.sequences.get(source.message_id, float("inf"))
     return float("inf")
+
+
+def first_signed(state: RenderState, start: int) -> int:
+    """The index of the first provenance entry from ``start`` on with sent thinking, at most
+    the last entry's (what ``RenderState.signed_from`` may be); ``start``: a bound already
+    known. O(entries scanned)."""
+    provenance = state.provenance
+    last = max(len(provenance) - 1, 0)
+    for i in range(start, last):
+        for source in provenance[i].sources:
+            if source.signatures:
+                return i
+    return last
 
 
 def _shed_sent(
@@ -68,8 +84,9 @@ def _shed_sent(
     empty = estimator({"role": "assistant", "content": []})
     shed: dict[MessageId, int] = {}
     saved = 0
-    for i, entry in enumerate(state.provenance):
-        for source in entry.sources:
+    provenance = state.provenance
+    for i in range(state.signed_from, len(provenance)):
+        for source in provenance[i].sources:
             if not source.signatures:
                 continue
             sequence = state.sequences.get(source.message_id)

@@ -38,7 +38,7 @@ from ._render import (
     reported,
 )
 from ._resident import paused_collector
-from ._shed import first_kept_sequence
+from ._shed import first_kept_sequence, first_signed
 
 ENABLED = True
 """Patch the render in place of a re-render (tests turn it off to compare the two)."""
@@ -82,6 +82,7 @@ def patched(
     if again.messages and any(maybe_marked(state.messages[i]) for i in found):
         # ``_caching`` reuses its scan of a list whose first message is the same object
         again.messages[0] = dict(again.messages[0])
+    again.signed_from = first_signed(again, state.signed_from)  # the shed took signatures out
     return again
 
 
@@ -112,10 +113,25 @@ def _shed_messages(
     state: RenderState, shed: Mapping[MessageId, int]
 ) -> dict[int, list[Source]] | None:
     """Each rendered message holding a shed reply, with the shed reply's sources in it;
-    ``None`` when a shed reply is not a plain ``message`` source of the render."""
+    ``None`` when a shed reply is not a plain ``message`` source of the render. Looked for
+    from ``signed_from`` on (where the replies with sent thinking are), and from the start
+    when one is not there (a reply whose thinking was all left out may be earlier)."""
+    if state.signed_from:
+        found = _find_sources(state, shed, state.signed_from)
+        if found is not None:
+            return found
+    return _find_sources(state, shed, 0)
+
+
+def _find_sources(
+    state: RenderState, shed: Mapping[MessageId, int], start: int
+) -> dict[int, list[Source]] | None:
+    """``_shed_messages`` looked for in the rendered messages from ``start`` on."""
     found: dict[int, list[Source]] = {}
     missing = set(shed)
-    for i, entry in enumerate(state.provenance):
+    provenance = state.provenance
+    for i in range(start, len(provenance)):
+        entry = provenance[i]
         for source in entry.sources:
             if source.message_id in missing:
                 if entry.kind != "message":
@@ -275,9 +291,11 @@ def _find(
 
 
 def _last_kept(state: RenderState) -> str | None:
-    """The signature digest of the newest thinking block still sent (the order rule)."""
-    for entry in reversed(state.provenance):
-        for source in reversed(entry.sources):
+    """The signature digest of the newest thinking block still sent (the order rule); none is
+    before ``signed_from``."""
+    provenance = state.provenance
+    for i in range(len(provenance) - 1, state.signed_from - 1, -1):
+        for source in reversed(provenance[i].sources):
             if source.signatures:
                 return source.signatures[max(source.signatures)]
     return None
