@@ -14,6 +14,7 @@ from helpers import (
     THINKING_HEAD,
     calling_script,
     invalid_calls,
+    request_blocks,
     runtime_on,
     thinking_signatures,
     unmarked,
@@ -163,4 +164,29 @@ async def test_a_round_a_crash_cut_is_closed_with_error_results_before_the_next_
     sent = sim.requests[-1]["messages"]
     assert [b["type"] for b in sent[2]["content"]] == ["tool_result", "text"]
     assert sent[2]["content"][0]["is_error"] is True
+    assert invalid_calls(sim) == []
+
+
+async def test_a_tool_use_id_used_again_in_a_later_round_is_sent_as_stored(store: Store) -> None:
+    """pydantic-ai replayed a history another provider made, whose calls reuse one id round
+    after round, and the API took it (HTTP 200): each round is answered in turn, so the id is
+    sent as stored and every reply's thinking is kept."""
+    script = calling_script()
+
+    def same_id(request: dict[str, Any]) -> list[Any]:
+        blocks = script(request)
+        return [{**b, "id": "0usajhl5"} if b.get("type") == "tool_use" else b for b in blocks]
+
+    sim = Simulator(script=same_id)
+    runtime = runtime_on(sim, store)
+    ada = runtime.register(Agent("ada", THINKING_HEAD, tools={"read_log": lambda _: "fine"}))
+
+    await ada.run_turn("Please use tool read_log.")
+    await ada.run_turn("Please use tool read_log again.")
+
+    sent = sim.requests[-1]
+    calls = [b["id"] for b in request_blocks(sent) if b["type"] == "tool_use"]
+    answers = [b["tool_use_id"] for b in request_blocks(sent) if b["type"] == "tool_result"]
+    assert calls == answers == ["0usajhl5", "0usajhl5"]
+    assert len(thinking_signatures(sent)) == 3  # both calls and the first answer
     assert invalid_calls(sim) == []

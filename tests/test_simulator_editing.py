@@ -18,6 +18,7 @@ from context_manager.simulator import (
     COMPACTION_BETA,
     EDITING_BETA,
     THINKING_DROPPED,
+    THRESHOLD_BETA,
     Simulator,
 )
 
@@ -258,6 +259,29 @@ async def test_context_editing_cannot_be_combined_with_compaction_and_needs_its_
     with pytest.raises(anthropic.BadRequestError, match=EDITING_BETA):
         await client.beta.messages.create(
             **call(history, betas=[BINDING_BETA], context_management=clear_tools())
+        )
+
+
+async def test_threshold_compaction_alone_needs_only_its_own_beta(client: Client) -> None:
+    """pydantic-ai sends ``compact_20260112`` under ``compact-2026-01-12`` alone (recorded 200s);
+    a clearing edit beside it still needs context editing's beta."""
+    history = [{"role": "user", "content": "hi"}]
+    compact = {"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 50_000}}
+
+    reply = await client.beta.messages.create(
+        **call(
+            history, betas=[BINDING_BETA, THRESHOLD_BETA], context_management={"edits": [compact]}
+        )
+    )
+
+    assert reply.role == "assistant"
+    with pytest.raises(anthropic.BadRequestError, match=f"edits.1: .*{EDITING_BETA}"):
+        await client.beta.messages.create(
+            **call(
+                history,
+                betas=[BINDING_BETA, THRESHOLD_BETA],
+                context_management={"edits": [compact, clear_tools()["edits"][0]]},
+            )
         )
 
 

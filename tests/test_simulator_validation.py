@@ -212,9 +212,32 @@ REFUSED = [
         "messages.4.content.0: unexpected `tool_use_id` found in `tool_result` blocks",
     ),
     (
-        "duplicate-tool-use-id",
-        with_messages(*tool_round(), *tool_round()[1:]),
-        "messages.3.content.0: `tool_use` ids must be unique",
+        "duplicate-tool-use-id-in-one-turn",
+        with_messages(
+            {"role": "user", "content": "read it twice"},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "tool_use", "id": "toolu_1", "name": "read_log", "input": {}},
+                    {"type": "tool_use", "id": "toolu_1", "name": "read_log", "input": {}},
+                ],
+            },
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1"}]},
+        ),
+        "messages.1.content.1: `tool_use` ids must be unique",
+    ),
+    (
+        "output-format-without-its-beta",
+        set_field("output_format", {"type": "json_schema", "schema": {"type": "object"}}),
+        "output_format: Extra inputs are not permitted",
+    ),
+    (
+        "null-setting-of-a-custom-tool",
+        set_field(
+            "tools",
+            [{"name": "read_log", "description": None, "input_schema": {"type": "object"}}],
+        ),
+        "tools.0.description: Input should not be null",
     ),
     (
         "tool-use-without-input",
@@ -401,6 +424,45 @@ ACCEPTED = [
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1"}]},
         ),
         [],
+    ),
+    (
+        "tool-use-id-used-again-in-a-later-round",  # pydantic-ai replaying another provider's
+        with_messages(*tool_round(), *tool_round()[1:]),  # history (a recorded 200)
+        [],
+    ),
+    (
+        "null-settings-of-a-server-tool",  # pydantic-ai's web search and fetch (recorded 200s)
+        set_field(
+            "tools",
+            [
+                {
+                    "type": "web_search_20250305",
+                    "name": "web_search",
+                    "allowed_domains": None,
+                    "blocked_domains": None,
+                    "max_uses": None,
+                    "user_location": None,
+                },
+                {
+                    "type": "web_fetch_20250910",
+                    "name": "web_fetch",
+                    "allowed_domains": None,
+                    "blocked_domains": None,
+                    "citations": None,
+                    "max_content_tokens": None,
+                    "max_uses": None,
+                },
+            ],
+        ),
+        [],
+    ),
+    (
+        "output-format-with-its-beta",  # Mirascope's structured output (recorded 200s); the
+        set_field(  # installed SDK names it no more: it rides in ``extra_body``
+            "extra_body",
+            {"output_format": {"type": "json_schema", "schema": {"type": "object"}}},
+        ),
+        ["structured-outputs-2025-11-13"],
     ),
     (
         "block-binding-with-its-beta",

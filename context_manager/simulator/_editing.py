@@ -34,7 +34,9 @@ from ._compaction import COMPACTION_BETA, is_compaction, is_threshold
 from ._errors import InvalidRequest
 
 EDITING_BETA = "context-management-2025-06-27"
-"""Enables ``context_management`` (context editing)."""
+"""Enables ``context_management`` and its clearing edits. A request whose only edit is threshold
+compaction needs only that one's beta (a recorded 200: pydantic-ai sends ``compact_20260112``
+under ``compact-2026-01-12`` alone)."""
 
 THRESHOLD_BETA = "compact-2026-01-12"
 """Threshold compaction's own beta (``compact_20260112``); the on-demand one also enables it."""
@@ -195,7 +197,7 @@ def parse_edits(body: Mapping[str, Any], betas: frozenset[str]) -> tuple[Edit, .
     """
     if "context_management" not in body:
         return ()
-    if EDITING_BETA not in betas:
+    if not betas & {EDITING_BETA, THRESHOLD_BETA, COMPACTION_BETA}:
         raise InvalidRequest(
             f"context_management: context editing needs the `{EDITING_BETA}` beta header"
         )
@@ -220,6 +222,8 @@ def parse_edits(body: Mapping[str, Any], betas: frozenset[str]) -> tuple[Edit, .
 def _check_combination(body: Mapping[str, Any], betas: frozenset[str], edits: list[Edit]) -> None:
     for k, edit in enumerate(edits):
         path = f"context_management.edits.{k}"
+        if not isinstance(edit, ThresholdCompact) and EDITING_BETA not in betas:
+            raise InvalidRequest(f"{path}: context editing needs the `{EDITING_BETA}` beta header")
         if isinstance(edit, ClearThinking):
             thinking = body.get("thinking")
             if not isinstance(thinking, Mapping) or thinking.get("type") not in (

@@ -1,12 +1,14 @@
 """The open tool loop (provider rule 6): the latest assistant message's thinking must come back as
 the simulator produced it.
 
-``IssuedReplies`` remembers, per tool-use id, the signed blocks of the reply that made the call
-(bounded, oldest forgotten first). A request whose last conversational message is a user message
-answering tool calls of the assistant turn right before it is checked: each remembered reply's
-signed blocks must appear in that turn unchanged, in order and together. Not thread-safe on its
-own: ``Simulator`` holds its lock around every use. Invariant (``_check``): at most
-``capacity`` entries, every entry non-empty.
+``IssuedReplies`` remembers, per tool-use id, the signed blocks of the replies that made the call
+(bounded, oldest forgotten first; an id a later round uses again keeps its last ``PER_ID`` replies,
+so a request checked afterwards, ``Simulator.verify``, is judged against the reply it answered). A
+request whose last conversational message is a user message answering tool calls of the assistant
+turn right before it is checked: one remembered reply's signed blocks per answered call must
+appear in that turn unchanged, in order and together. Not thread-safe on its own: ``Simulator``
+holds its lock around every use. Invariant (``_check``): at most ``capacity`` ids, each with one
+to ``PER_ID`` non-empty replies.
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ from ._verify import content_blocks, signature_of
 
 DEFAULT_CAPACITY = 10_000
 """Tool-use ids remembered; a reply older than that is no longer checked."""
+
+PER_ID = 8
+"""Replies remembered under one tool-use id (a history may reuse an id round after round)."""
 
 Signed = tuple[str, str]
 """A signed block as compared: its type and signature (or redacted ``data``)."""
@@ -71,7 +76,7 @@ class IssuedReplies:
     """The signed blocks of recent replies that called tools, by tool-use id."""
 
     capacity: int = DEFAULT_CAPACITY
-    _by_tool: dict[str, tuple[Signed, ...]] = attrs.field(factory=dict)
+    _by_tool: dict[str, tuple[tuple[Signed, ...], ...]] = attrs.field(factory=dict)
 
     def remember(self, content: Sequence[Mapping[str, Any]]) -> None:
         """Record a reply the simulator produced (only replies that call tools matter)."""
@@ -80,8 +85,9 @@ class IssuedReplies:
             return
         for block in content:
             if block.get("type") == "tool_use" and isinstance(block.get("id"), str):
-                self._by_tool.pop(block["id"], None)
-                self._by_tool[block["id"]] = signed
+                earlier = self._by_tool.pop(block["id"], ())
+                kept = tuple(reply for reply in earlier if reply != signed)
+                self._by_tool[block["id"]] = (*kept, signed)[-PER_ID:]
         while len(self._by_tool) > self.capacity:
             del self._by_tool[next(iter(self._by_tool))]
 
@@ -113,14 +119,25 @@ class IssuedReplies:
                 tool_id = block.get("id")
                 if tool_id not in answered:
                     continue
-                expected = self._by_tool.get(str(tool_id))
-                if not expected:
+                replies = self._by_tool.get(str(tool_id))
+                if not replies or any(_sent_whole(sent, reply) for reply in replies):
                     continue
-                start = sent.index(expected[0]) if expected[0] in sent else -1
-                if start < 0 or tuple(sent[start : start + len(expected)]) != expected:
-                    at = located[max(start, 0)][:2] if located else (i, 0)
-                    raise modified(*at)
+                start = _start(sent, replies[-1])
+                at = located[max(start, 0)][:2] if located else (i, 0)
+                raise modified(*at)
 
     def _check(self) -> None:
         assert len(self._by_tool) <= self.capacity
-        assert all(self._by_tool.values())
+        assert all(0 < len(replies) <= PER_ID for replies in self._by_tool.values())
+        assert all(all(reply) for replies in self._by_tool.values() for reply in replies)
+
+
+def _start(sent: Sequence[Signed], reply: Sequence[Signed]) -> int:
+    """Where ``reply``'s first signed block stands in ``sent`` (-1: nowhere)."""
+    return sent.index(reply[0]) if reply[0] in sent else -1
+
+
+def _sent_whole(sent: Sequence[Signed], reply: Sequence[Signed]) -> bool:
+    """Whether ``reply``'s signed blocks stand in ``sent`` unchanged, in order and together."""
+    start = _start(sent, reply)
+    return start >= 0 and tuple(sent[start : start + len(reply)]) == tuple(reply)

@@ -36,10 +36,21 @@ BODY_FIELDS = (
 """Top-level fields the API accepts: the SDK's create params (``betas`` is a header instead) and
 the sampling settings."""
 
+BETA_FIELDS = {"output_format": "structured-outputs-2025-11-13"}
+"""Top-level fields of an earlier beta the API takes with that beta though the SDK names them no
+more (recorded 200s: Mirascope sends ``output_format``, now ``output_config.format``)."""
+
 NULLABLE_FIELDS = frozenset({"citations", "cache_control", "page_age", "previous_message_id"})
 """Fields the API takes as ``null`` (recorded 200s: Mirascope sends block-level ``citations`` and
 ``cache_control`` as ``null``, four clients send back web-search results with ``page_age:
 null``; ``diagnostics.previous_message_id`` is ``null`` on a first turn, the documented opt-in)."""
+
+TOOL_NULLABLE_FIELDS = frozenset(
+    {"allowed_domains", "blocked_domains", "max_uses", "max_content_tokens", "user_location"}
+)
+"""A server tool's optional settings the API takes as ``null`` in its definition (recorded 200s:
+pydantic-ai declares ``web_search_20250305`` and ``web_fetch_20250910`` with each unset one
+``null``)."""
 
 OPAQUE_JSON_FIELDS = frozenset({"input", "input_schema", "citations"})
 """Fields whose value is data, not request structure: a ``null`` inside a tool call's ``input``, a
@@ -93,9 +104,9 @@ def validate_request(
     """
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object")
-    _no_nulls(body, "")
+    _no_nulls(_without_tool_nulls(body), "")
     for name in sorted(body):
-        if name not in BODY_FIELDS:
+        if name not in BODY_FIELDS and BETA_FIELDS.get(name) not in betas:
             raise InvalidRequest(f"{name}: Extra inputs are not permitted")
     for name in ("model", "max_tokens", "messages"):
         if name not in body:
@@ -117,6 +128,21 @@ def validate_request(
     check_system_messages(body, betas, system_message_models)
     check_markers(body)
     check_diagnostics(body)
+
+
+def _without_tool_nulls(body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` with each tool definition's ``TOOL_NULLABLE_FIELDS`` left out where ``null`` (a
+    shallow copy: the body itself is never changed)."""
+    tools = body.get("tools")
+    if not isinstance(tools, list):
+        return body
+    kept = [
+        {k: v for k, v in tool.items() if v is not None or k not in TOOL_NULLABLE_FIELDS}
+        if isinstance(tool, dict)
+        else tool
+        for tool in tools
+    ]
+    return {**body, "tools": kept}
 
 
 def _no_nulls(value: Any, path: str) -> None:
@@ -342,7 +368,9 @@ def _turns(messages: list[dict[str, Any]]) -> list[tuple[str, list[tuple[int, in
 
 
 def _check_tool_pairing(messages: list[dict[str, Any]]) -> None:
-    seen_ids: set[str] = set()
+    """Each assistant turn's calls answered by the next turn. An id is unique within its turn;
+    a later turn may use it again once answered (a recorded 200: pydantic-ai replaying a history
+    another provider made, whose ids repeat across rounds)."""
     expected: dict[str, tuple[int, int]] = {}
     for role, blocks in _turns(messages):
         if role == "assistant":
@@ -350,12 +378,11 @@ def _check_tool_pairing(messages: list[dict[str, Any]]) -> None:
             for i, j, block in blocks:
                 if block["type"] != "tool_use":
                     continue
-                if block["id"] in seen_ids:
+                if block["id"] in expected:
                     raise InvalidRequest(
                         f"messages.{i}.content.{j}: `tool_use` ids must be unique; "
                         f"{block['id']!r} appears twice"
                     )
-                seen_ids.add(block["id"])
                 expected[block["id"]] = (i, j)
             continue
         answered = set()
