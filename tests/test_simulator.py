@@ -905,6 +905,19 @@ def test_verify_refuses_a_request_the_api_would_refuse(sim: Simulator) -> None:
         sim.verify(request([]))
 
 
+async def test_verify_reads_extra_body_as_the_sdk_sends_it(
+    sim: Simulator, client: anthropic.AsyncAnthropic
+) -> None:
+    """A compile's request carries settings the SDK has no keyword for in ``extra_body``; the
+    verifier takes the SDK's keyword arguments, so it merges them into the body too."""
+    history = await converse(client, ["first", "second"])
+    asked = {**request(history), "extra_body": {"top_k": 5}}
+
+    assert [c.reason for c in sim.verify(asked)] == [None, None]
+    with pytest.raises(InvalidRequest, match="top_kk: Extra inputs are not permitted"):
+        sim.verify({**request(history), "extra_body": {"top_kk": 5}})
+
+
 # Concurrency --------------------------------------------------------------------------------------
 
 

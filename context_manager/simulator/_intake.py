@@ -26,10 +26,13 @@ def new_id(prefix: str) -> str:
 def split_betas(request: Mapping[str, Any]) -> tuple[dict[str, Any], frozenset[str]]:
     """A request given as SDK keyword arguments: the wire body and its ``betas`` (a header).
 
-    Content items that are SDK models or block objects become wire dicts (``_wire.to_wire``), as
-    the SDK would send them.
+    Content items that are SDK models or block objects become wire dicts (``_wire.to_wire``), and
+    ``extra_body`` is merged into the body, as the SDK would send them.
     """
-    body = {k: v for k, v in request.items() if k != "betas"}
+    body = {k: v for k, v in request.items() if k not in ("betas", "extra_body")}
+    extra = request.get("extra_body")
+    if isinstance(extra, Mapping):
+        body.update(extra)
     messages = body.get("messages")
     if isinstance(messages, list | tuple):
         body["messages"] = [_wire_message(m) for m in messages]
