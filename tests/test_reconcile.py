@@ -112,6 +112,45 @@ async def test_a_frameworks_copy_of_a_reply_is_matched_and_the_recorded_bytes_go
     assert invalid_calls(sim) == []
 
 
+def searching_script(request: dict[str, Any]) -> list[Any]:
+    """Replies that search the web on the server, as web search and code execution return them
+    (a server tool's call and its result inside the reply), then answer."""
+    return [
+        {"type": "thinking", "thinking": "I should look it up."},
+        {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"q": "x"}},
+        {
+            "type": "web_search_tool_result",
+            "tool_use_id": "srvtoolu_1",
+            "content": [
+                {"type": "web_search_result", "url": "https://a.example", "page_age": None}
+            ],
+        },
+        {"type": "text", "text": "Found it."},
+    ]
+
+
+@pytest.mark.parametrize("style", REPLY_COPIES)
+async def test_a_reply_holding_a_server_tools_result_is_matched_to_the_frameworks_copy(
+    store: Store, style: str
+) -> None:
+    """pydantic-ai, chatlas and Mirascope send such replies back (recorded requests). The
+    reconcile failed on them (``KeyError``) before such blocks had a comparison key of their
+    own, and took a copy that dropped a null inside the result (``page_age``) for an edit."""
+    sim = Simulator(script=searching_script)
+    cm = ContextManager.open(store, namespace="ada")
+    client = sim.client()
+    messages: list[dict[str, Any]] = []
+    await turn(client, cm, messages, "Search for it.", style=style)
+
+    second = await turn(client, cm, messages, "And again?", style=style)
+
+    assert len(own(cm)) == 4
+    assert unmarked(second.request["messages"][1]["content"]) == sim.responses[0]["content"]
+    assert len(thinking_signatures(second.request)) == 1
+    assert second.thinking_strip is None
+    assert invalid_calls(sim) == []
+
+
 async def test_a_changed_system_and_tools_are_appended_and_nothing_is_stripped(
     sim: Simulator, store: Store
 ) -> None:

@@ -2,11 +2,12 @@
 
 Pure functions. Frameworks re-serialize what they send: a string for one text block, no
 ``cache_control`` or a moved one, ``citations: null`` or none, no ``caller``, ``is_error: false``
-written out or left out, their own reply copies with thinking dropped or turned into tagged text.
-None of that is a change: ``user_key`` and ``reply_key`` map a message to a value that two
-copies of the same message share, and that an edit (other words, another tool input, another
-tool result) changes. ``user_key`` is exact up to those markers; ``reply_key`` is the skeleton of
-a reply (its words, its tool calls) and ignores thinking, which the recorded copy carries.
+written out or left out, a null inside a server tool's result (``page_age``) kept or dropped,
+their own reply copies with thinking dropped or turned into tagged text. None of that is a
+change: ``user_key`` and ``reply_key`` map a message to a value that two copies of the same
+message share, and that an edit (other words, another tool input, another tool result) changes.
+``user_key`` is exact up to those markers; ``reply_key`` is the skeleton of a reply (its words,
+its tool calls, any other block as it is) and ignores thinking, which the recorded copy carries.
 """
 
 from __future__ import annotations
@@ -39,9 +40,10 @@ def wire_content(content: object) -> list[dict[str, Any]]:
 
 
 def _clean(value: Any) -> Any:
-    """``value`` without the ignored fields (at any depth) and with defaults made explicit."""
+    """``value`` without the ignored fields and the ``null`` ones (at any depth: a framework's
+    copy writes a null out or leaves it out, ``exclude_none``) and with defaults made explicit."""
     if isinstance(value, Mapping):
-        out = {k: _clean(v) for k, v in value.items() if k not in IGNORED_FIELDS}
+        out = {k: _clean(v) for k, v in value.items() if k not in IGNORED_FIELDS and v is not None}
         if out.get("type") == "tool_result":
             out.setdefault("is_error", False)
             inner = out.get("content")
@@ -71,7 +73,7 @@ def reply_key(content: object) -> str:
     Thinking and reasoning re-serialized as tagged text are left out: the recorded reply's
     thinking is what goes out, whatever the framework kept of it.
     """
-    skeleton: list[Any] = []
+    skeleton: list[list[Any]] = []
     for block in wire_content(content):
         kind = block.get("type")
         if kind in THINKING_TYPES:
@@ -83,14 +85,15 @@ def reply_key(content: object) -> str:
             skeleton.append(["text", " ".join(words)])
         elif kind == "tool_use" or kind == "server_tool_use":
             skeleton.append([kind, block.get("id"), block.get("name"), block.get("input")])
-        else:
-            skeleton.append(_clean(block))
+        else:  # a server tool's result, a compaction block, anything newer: as it is
+            skeleton.append(["block", _clean(block)])
     return canonical_json(_merge_text(skeleton))
 
 
-def _merge_text(skeleton: list[Any]) -> list[Any]:
-    """Adjacent text entries as one (a framework may split or join a reply's text blocks)."""
-    merged: list[Any] = []
+def _merge_text(skeleton: list[list[Any]]) -> list[list[Any]]:
+    """Adjacent text entries as one (a framework may split or join a reply's text blocks).
+    Each entry is a list whose first item names its kind."""
+    merged: list[list[Any]] = []
     for entry in skeleton:
         if entry[0] == "text" and merged and merged[-1][0] == "text":
             merged[-1] = ["text", f"{merged[-1][1]} {entry[1]}"]
