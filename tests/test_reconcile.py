@@ -189,6 +189,63 @@ async def test_an_edit_of_an_earlier_message_is_stored_as_an_edit_and_strips_wit
     assert invalid_calls(sim) == []
 
 
+def reworded(message: dict[str, Any]) -> dict[str, Any]:
+    """A framework's copy of a reply with its words changed (its other blocks as they were)."""
+    content = [
+        {**b, "text": b["text"] + " (reworded)"} if b["type"] == "text" else b
+        for b in message["content"]
+    ]
+    return {**message, "content": content}
+
+
+async def test_a_reply_reworded_with_its_thinking_sent_back_keeps_that_thinking(
+    sim: Simulator, store: Store
+) -> None:
+    """A change invalidates only the thinking after it (VENDOR_RULES 5): the reply's own
+    thinking, which the framework sent back as recorded, stands before the changed words."""
+    cm = ContextManager.open(store, namespace="ada")
+    client = sim.client()
+    messages: list[dict[str, Any]] = []
+    await turn(client, cm, messages, "one")
+    await turn(client, cm, messages, "two")
+    messages[3] = reworded(messages[3])
+
+    result = await turn(client, cm, messages, "three")
+
+    assert cm.last_reconciliation is not None
+    assert cm.last_reconciliation.edited == (cm.messages()[3].id,)
+    assert cm.last_reconciliation.edit_lost == ()
+    assert len(thinking_signatures(result.request)) == 2
+    assert result.thinking_strip is None
+    assert invalid_calls(sim) == []
+
+
+@pytest.mark.parametrize("style", ["no-thinking", "tagged-thinking"])
+async def test_a_reply_reworded_without_its_thinking_reports_that_thinking_lost(
+    sim: Simulator, store: Store, style: str
+) -> None:
+    """The edit is stored as the framework sent it, so the reply's recorded thinking is gone
+    from the branch: the strip says so (it said nothing before), as for a host fold."""
+    cm = ContextManager.open(store, namespace="ada")
+    client = sim.client()
+    messages: list[dict[str, Any]] = []
+    await turn(client, cm, messages, "one", style=style)
+    await turn(client, cm, messages, "two", style=style)
+    reply = cm.messages()[3].id
+    messages[3] = reworded(messages[3])
+
+    result = await turn(client, cm, messages, "three", style=style)
+
+    assert cm.last_reconciliation is not None
+    assert cm.last_reconciliation.edit_lost == (reply,)
+    assert cm.last_reconciliation.edit_lost_blocks == 1
+    assert result.thinking_strip is not None
+    assert result.thinking_strip.cause == "messages"
+    assert result.thinking_strip.replies == (reply,)
+    assert len(thinking_signatures(result.request)) == 1
+    assert invalid_calls(sim) == []
+
+
 async def test_a_sliding_window_is_followed_as_a_host_fold_and_reported_in_the_strip(
     sim: Simulator, store: Store
 ) -> None:

@@ -3,7 +3,9 @@
 Invariants: what the framework sends new at the end is stored, once (a retried call with the
 same list stores nothing); the framework's copy of a recorded reply is matched to the recorded
 reply, whose bytes are what goes out; library-owned messages never take part in the matching;
-an edit is stored as an edit (the compile strips what it must, with its cause); a framework that
+an edit is stored as an edit (the compile strips what it must, with its cause; an edited reply
+keeps the recorded thinking the framework sent back with it, and the strip reports the recorded
+thinking its copy left out); a framework that
 drops old messages or writes its own summary is followed as a host fold (a stored summary; the
 replies it covers are released, and the strip reports them with the kept turns' thinking the cut
 invalidated), unless the library manages the window
@@ -17,7 +19,7 @@ A dry reconcile stores nothing. The framework's ``cache_control`` markers are no
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol, TypeAlias
+from typing import Any, NamedTuple, Protocol, TypeAlias
 
 import attrs
 
@@ -37,7 +39,7 @@ from context_manager._model._results import CompileResult, ThinkingStrip
 from context_manager._store._protocol import BranchRef
 
 from ._align import Entry, Plan, plan
-from ._normal import message_key, stored_key, user_key, wire_content, without_thinking
+from ._normal import edited_reply, message_key, stored_key, user_key, wire_content
 from ._params import FrameworkCall, split_params, with_betas
 
 log = library_logger("context_manager.reconcile")
@@ -66,6 +68,9 @@ class Reconciliation:
         covered: the replies whose thinking the host fold took (released: never sent again
             on this branch), oldest first; the compile's strip reports them.
         covered_blocks: how many thinking blocks they carry.
+        edit_lost: the edited replies whose framework copy left out (some of) their recorded
+            thinking, stored without it; the compile's strip reports them.
+        edit_lost_blocks: how many recorded thinking blocks those edits left out.
     """
 
     stored: tuple[MessageId, ...] = ()
@@ -75,6 +80,8 @@ class Reconciliation:
     ignored: int = 0
     covered: tuple[MessageId, ...] = ()
     covered_blocks: int = 0
+    edit_lost: tuple[MessageId, ...] = ()
+    edit_lost_blocks: int = 0
 
 
 class ReconcileHost(Protocol):
@@ -245,13 +252,16 @@ def reconcile(
 
 
 def with_covered(result: CompileResult, done: Reconciliation) -> CompileResult:
-    """``result`` whose strip also reports the replies a host fold took (they are the oldest, so
-    the cause, read at the first stripped block, is ``messages``)."""
-    if not done.covered:
+    """``result`` whose strip also reports the replies a host fold took and the thinking an
+    edit of a reply left out (a fold's replies are the oldest and an edit is a change of the
+    messages, so the cause, read at the first stripped block, is ``messages``)."""
+    if not done.covered and not done.edit_lost:
         return result
     strip = result.thinking_strip
-    replies = done.covered + (strip.replies if strip is not None else ())
-    blocks = done.covered_blocks + (strip.blocks if strip is not None else 0)
+    replies = done.covered + done.edit_lost + (strip.replies if strip is not None else ())
+    blocks = (
+        done.covered_blocks + done.edit_lost_blocks + (strip.blocks if strip is not None else 0)
+    )
     merged = ThinkingStrip(
         cause="messages",
         changed=(),
@@ -288,7 +298,9 @@ def _apply(
         fold = _host_fold(host, side, framework[: steps.fold_lead], steps.fold_from)
     elif rewound is None and steps.rewind_after is not None and follow_window:
         fold = _host_fold(host, side, (), len(side.entries))  # nothing common is kept
-    edited = tuple(_edit(host, side, framework, s, f) for s, f in steps.edits)
+    edits = [_edit(host, side, framework, s, f) for s, f in steps.edits]
+    edited = tuple(message_id for message_id, _ in edits)
+    lost = Lost(tuple(message_id for message_id, n in edits if n), sum(n for _, n in edits))
     stored: list[MessageId] = []
     if steps.extend is not None:
         s, f = steps.extend
@@ -301,10 +313,27 @@ def _apply(
         stored.append(host.add_message(role, unmarked(wire_content(message["content"]))))
     ignored = 0 if follow_window else steps.lead
     if fold is None:
-        return Reconciliation(tuple(stored), edited, None, rewound, ignored)
+        return Reconciliation(
+            tuple(stored), edited, None, rewound, ignored, (), 0, lost.replies, lost.blocks
+        )
     return Reconciliation(
-        tuple(stored), edited, fold.summary, rewound, ignored, fold.covered, fold.blocks
+        tuple(stored),
+        edited,
+        fold.summary,
+        rewound,
+        ignored,
+        fold.covered,
+        fold.blocks,
+        lost.replies,
+        lost.blocks,
     )
+
+
+class Lost(NamedTuple):
+    """The edited replies stored without (some of) their recorded thinking, and its blocks."""
+
+    replies: tuple[MessageId, ...]
+    blocks: int
 
 
 def _edit(
@@ -313,16 +342,17 @@ def _edit(
     framework: Sequence[Mapping[str, Any]],
     s: int,
     f: int,
-) -> MessageId:
+) -> tuple[MessageId, int]:
+    """Store the framework's edit of a stored message; its id and the recorded thinking blocks
+    the edit left out (a reply's own, sent back as recorded, are kept: ``edited_reply``)."""
     source = side.sources[s]
     assert source is not None  # the plan edits stored messages only
-    message = framework[f]
-    content: object = message["content"]
-    if source.role == "assistant":  # a reply's recorded thinking cannot follow new words
-        content = without_thinking(content)
-    host.edit_message(source.id, unmarked(wire_content(content)))
-    log.info("framework_edit_stored", message_id=source.id, role=source.role)
-    return source.id
+    content, lost = wire_content(framework[f]["content"]), 0
+    if source.role == "assistant":
+        content, lost = edited_reply(source.content, content)
+    host.edit_message(source.id, unmarked(content))
+    log.info("framework_edit_stored", message_id=source.id, role=source.role, thinking_lost=lost)
+    return source.id, lost
 
 
 def _rewind(host: ReconcileHost, side: _Side, steps: Plan) -> str | None:

@@ -112,6 +112,27 @@ def stored_key(role: str, blocks: Iterable[Block]) -> str:
     return message_key(role, tuple(blocks))
 
 
-def without_thinking(content: object) -> list[dict[str, Any]]:
-    """A framework's reply content without its thinking (what an edit of a reply stores)."""
-    return [b for b in wire_content(content) if b.get("type") not in THINKING_TYPES]
+def edited_reply(recorded: Iterable[Block], content: object) -> tuple[list[dict[str, Any]], int]:
+    """What an edit of a reply stores: the framework's copy with only the thinking blocks it sent
+    back exactly as recorded (a change invalidates only the thinking after it, VENDOR_RULES 5;
+    the compile judges them as any other), and how many recorded thinking blocks it leaves out.
+
+    >>> said = {"type": "thinking", "thinking": "t", "signature": "s"}
+    >>> edited_reply(to_blocks([said, {"type": "text", "text": "a"}]),
+    ...              [said, {"type": "text", "text": "b"}])
+    ([{'type': 'thinking', 'thinking': 't', 'signature': 's'}, {'type': 'text', 'text': 'b'}], 0)
+    >>> edited_reply(to_blocks([said]), [{"type": "text", "text": "b"}])
+    ([{'type': 'text', 'text': 'b'}], 1)
+    """
+    unmatched = [
+        _clean(block) for block in wire_content(tuple(recorded)) if block["type"] in THINKING_TYPES
+    ]
+    kept: list[dict[str, Any]] = []
+    for block in wire_content(content):
+        if block.get("type") in THINKING_TYPES:
+            mine = _clean(block)
+            if mine not in unmatched:
+                continue  # not this reply's recorded thinking: never sent
+            unmatched.remove(mine)
+        kept.append(block)
+    return kept, len(unmatched)
