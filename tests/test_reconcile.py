@@ -201,7 +201,7 @@ def reworded(message: dict[str, Any]) -> dict[str, Any]:
 async def test_a_reply_reworded_with_its_thinking_sent_back_keeps_that_thinking(
     sim: Simulator, store: Store
 ) -> None:
-    """A change invalidates only the thinking after it (VENDOR_RULES 5): the reply's own
+    """A change invalidates only the thinking after it (provider rule 5): the reply's own
     thinking, which the framework sent back as recorded, stands before the changed words."""
     cm = ContextManager.open(store, namespace="ada")
     client = sim.client()

@@ -114,7 +114,7 @@ def stored_key(role: str, blocks: Iterable[Block]) -> str:
 
 def edited_reply(recorded: Iterable[Block], content: object) -> tuple[list[dict[str, Any]], int]:
     """What an edit of a reply stores: the framework's copy with only the thinking blocks it sent
-    back exactly as recorded (a change invalidates only the thinking after it, VENDOR_RULES 5;
+    back exactly as recorded (a change invalidates only the thinking after it, provider rule 5;
     the compile judges them as any other), and how many recorded thinking blocks it leaves out.
 
     >>> said = {"type": "thinking", "thinking": "t", "signature": "s"}
