@@ -348,3 +348,83 @@ def test_a_long_call_the_caller_sends_without_streaming_is_answered(
     assert raw.status_code == 200
     assert [call.status for call in sim.calls] == [200]
     assert sim.requests[0]["max_tokens"] == 64000
+
+
+CONTAINER = {"id": "container_1", "expires_at": "2026-04-24T11:19:38.758845Z"}
+"""What a code execution reply carries beside its content: its container and when it expires."""
+
+UPSTREAM_REPLY = {
+    "id": "msg_1",
+    "type": "message",
+    "role": "assistant",
+    "model": MODEL,
+    "content": [{"type": "text", "text": "Done."}],
+    "container": CONTAINER,
+    "stop_reason": "end_turn",
+    "stop_sequence": None,
+    "usage": {"input_tokens": 5, "output_tokens": 2},
+}
+
+
+def upstream_events() -> bytes:
+    """``UPSTREAM_REPLY`` as the API streams it, the container on its ``message_delta``."""
+    start = {**UPSTREAM_REPLY, "content": [], "container": None, "stop_reason": None}
+    events: list[dict[str, Any]] = [
+        {"type": "message_start", "message": start},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "text_delta", "text": "Done."},
+        },
+        {"type": "content_block_stop", "index": 0},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn", "stop_sequence": None, "container": CONTAINER},
+            "usage": {"output_tokens": 2},
+        },
+        {"type": "message_stop"},
+    ]
+    return b"".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events)
+
+
+def api_answering_with_a_container(request: httpx2.Request) -> httpx2.Response:
+    if json.loads(request.content).get("stream"):
+        headers = {"content-type": "text/event-stream"}
+        return httpx2.Response(200, content=upstream_events(), headers=headers)
+    return httpx2.Response(200, json=UPSTREAM_REPLY)
+
+
+async def test_a_reply_carrying_a_date_is_answered_whole_as_json_and_as_a_stream(
+    store: Store,
+) -> None:
+    """A code execution reply's container expiry is a date to the SDK; the gateway answered
+    such a reply with a 500, and cut its stream before the last two events (found replaying
+    pydantic-ai's recorded code execution calls)."""
+    api = anthropic.AsyncAnthropic(
+        api_key="x",
+        http_client=httpx2.AsyncClient(
+            transport=httpx2.MockTransport(api_answering_with_a_container)
+        ),
+        max_retries=0,
+    )
+    ask: dict[str, Any] = {
+        "model": MODEL,
+        "max_tokens": 64,
+        "messages": [{"role": "user", "content": "Run it."}],
+    }
+    with serve(gateway_app(store, simulator_client=api)) as url:
+        async with anthropic.AsyncAnthropic(
+            base_url=url, api_key="mine", default_headers=AGENT, max_retries=0
+        ) as client:
+            reply = await client.beta.messages.create(**ask)
+            async with client.beta.messages.stream(**ask) as stream:
+                streamed = await stream.get_final_message()
+
+    assert reply.to_dict(mode="json")["container"] == CONTAINER
+    assert streamed.to_dict(mode="json")["container"] == CONTAINER
+    recorded = stored(store).messages()  # the same question again: a new branch, recorded too
+    assert [(m.role, m.content[0].text) for m in recorded] == [  # type: ignore[union-attr]
+        ("user", "Run it."),
+        ("assistant", "Done."),
+    ]

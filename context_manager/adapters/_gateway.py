@@ -107,7 +107,7 @@ def _error(status: int, kind: str, message: str, **details: Any) -> Any:
 
 
 def _sse(event: Any) -> bytes:
-    data = event.to_dict() if hasattr(event, "to_dict") else dict(event)
+    data = event.to_dict(mode="json") if hasattr(event, "to_dict") else dict(event)
     return f"event: {data.get('type')}\ndata: {json.dumps(data)}\n\n".encode()
 
 
@@ -191,12 +191,12 @@ class Gateway:
             messages = self.client(headers).beta.messages
             if count:
                 counted = await messages.count_tokens(**body)
-                return JSONResponse(counted.to_dict())
+                return JSONResponse(counted.to_dict(mode="json"))
             if body.get("stream") is True:
                 stream = await messages.create(**body)
                 return StreamingResponse(_events(stream), media_type="text/event-stream")
             reply = await messages.create(**body)
-            return JSONResponse(reply.to_dict())
+            return JSONResponse(reply.to_dict(mode="json"))
         except NoAgent as err:
             return _error(400, "invalid_request_error", str(err))
         except anthropic.APIStatusError as err:
