@@ -662,3 +662,35 @@ async def test_a_threshold_compaction_opens_the_reply_with_a_block_that_follows_
     assert drops(after) == []  # the reply's thinking is bound to the block; the rest is ignored
     assert [m["role"] for m in seen.seen[-1]["messages"]] == ["assistant", "user"]
     assert (paused.stop_reason, [b.type for b in paused.content]) == ("compaction", ["compaction"])
+
+
+async def test_an_unsigned_block_is_taken_as_a_threshold_block_and_binds_what_follows() -> None:
+    """The API returns threshold compaction's blocks without a signature, and pydantic-ai sent
+    one back as it came (a recorded 200): it opens its assistant message, what precedes it is
+    ignored, and thinking made after it is bound to its summary (provider rule 28)."""
+    seen = Recorder()
+    sim = Simulator(script=seen)
+    unsigned = {"type": "compaction", "content": "Summary: the user said hello."}
+    betas = [BINDING_BETA, "compact-2026-01-12"]
+    opened = [user("Hello!"), {"role": "assistant", "content": [unsigned]}, user("And then?")]
+    async with sim.client() as client:
+        reply = await client.beta.messages.create(**call(opened, betas=betas))
+        later = [*opened, wire_reply(reply), user("Go on.")]
+        edited = copy.deepcopy(later)
+        edited[0]["content"] = "an edit before the block, which the API ignores"
+        after = await client.beta.messages.create(**call(edited, betas=betas))
+        changed = copy.deepcopy(later)
+        changed[1]["content"][0]["content"] = "Summary: something else."
+        broken = await client.beta.messages.create(**call(changed, betas=betas, mode="drop_block"))
+
+    assert [m["role"] for m in seen.seen[0]["messages"]] == ["assistant", "user"]
+    assert reply.content[0].type == "thinking"
+    assert drops(after) == []  # bound to the block's summary; the message before it is ignored
+    assert [path for path, _ in drops(broken)] == ["messages.3.content.0"]
+    with pytest.raises(anthropic.BadRequestError, match="signature: Field required"):
+        await sim.client().beta.messages.create(
+            **call(
+                [user("Hello!"), {"role": "assistant", "content": [{**unsigned, "signature": ""}]}],
+                betas=betas,
+            )
+        )

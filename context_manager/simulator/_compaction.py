@@ -7,6 +7,10 @@ added); the signature is ``MAGIC | nonce | id MAC | seal``: the id MAC (HMAC ove
 tells a block of this simulator from anything else (``compaction_signature_invalid``), the seal
 (HMAC over the nonce and the summary) tells an edited summary (``compaction_content_mismatch``).
 
+An unsigned block (``{"type": "compaction", "content": ...}``: the API returns threshold
+compaction's blocks so, and pydantic-ai sent one back with a 200) is taken as a threshold block:
+its summary is not checked and nothing before it is carried forward.
+
 Binding after the block: the content chain restarts from the block itself (``anchored_chain``),
 so thinking produced after it is bound to it and to nothing else. The kept turns' thinking was
 made on the full history; it stays valid through a *legacy* chain: the chain values the walk had
@@ -167,9 +171,16 @@ def _decode(signature: object) -> bytes:
     return raw if fits else b""
 
 
+def is_unsigned(block: Any) -> bool:
+    """True for a compaction block sent with no ``signature`` at all (see the module docstring)."""
+    return is_compaction(block) and "signature" not in block
+
+
 def is_threshold(block: Any) -> bool:
     """True for a compaction block a threshold compaction produced (by its signature's mark;
-    the signature itself is checked where the block is used)."""
+    the signature itself is checked where the block is used), or an unsigned one."""
+    if is_unsigned(block):
+        return True
     return is_compaction(block) and _decode(block.get("signature"))[: len(MAGIC)] == (
         THRESHOLD_MAGIC
     )
@@ -178,6 +189,13 @@ def is_threshold(block: Any) -> bool:
 def anchored_chain(signature: str) -> bytes:
     """The chain after a compaction block: it depends on the block alone."""
     return chain_step(CHAIN_START, COMPACTION, {"type": COMPACTION, "signature": signature})
+
+
+def _unsigned_chain(block: Mapping[str, Any]) -> bytes:
+    """The chain after an unsigned block: it depends on its summary alone."""
+    return chain_step(
+        CHAIN_START, COMPACTION, {"type": COMPACTION, "content": block.get("content")}
+    )
 
 
 def _first_kept_role(messages: Sequence[Any]) -> str | None:
@@ -210,6 +228,8 @@ def resume(
     newest = _newest_threshold(messages)
     if newest is not None:
         block = messages[newest]["content"][0]
+        if is_unsigned(block):
+            return Resume(_unsigned_chain(block), start=newest), b""
         nonce = check_block(key, block, (newest, 0))
         return Resume(anchored_chain(str(block["signature"])), start=newest), nonce
     content = messages[0].get("content")
@@ -311,6 +331,8 @@ def _check_fields(block: Mapping[str, Any], at: tuple[int, int]) -> None:
             "exactly as it was returned)"
         )
     for name in ("content", "signature"):
+        if name == "signature" and is_unsigned(block):
+            continue
         if not isinstance(block.get(name), str) or not block[name]:
             raise InvalidRequest(f"{path}.{name}: Field required (a string)")
 
