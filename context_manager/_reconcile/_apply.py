@@ -1,18 +1,17 @@
 """Reconcile: a framework's own message list for one call, turned into this library's request.
 
-Invariants: what the framework sends new at the end is stored, once (a retried call with the
-same list stores nothing); the framework's copy of a recorded reply is matched to the recorded
-reply, whose bytes are what goes out; library-owned messages never take part in the matching;
-an edit is stored as an edit (the compile strips what it must, with its cause; an edited reply
-keeps the recorded thinking the framework sent back with it, and the strip reports the recorded
-thinking its copy left out); a framework that
-drops old messages or writes its own summary is followed as a host fold (a stored summary; the
-replies it covers are released, and the strip reports them with the kept turns' thinking the cut
-invalidated), unless the library manages the window
-(then the framework's truncation is ignored); a framework that sends fewer messages than it sent
-before rewinds: a new branch starts at the last message it still sends, and the old one keeps
-everything. Every decision is a function of the stored transcript and the parameters, so the same
-framework list after a restart reconciles to the same request (the key cache only saves work).
+Invariants: what the framework sends new at the end is stored, once (a retried call with the same
+list stores nothing); the framework's copy of a recorded reply is matched to the recorded reply,
+whose bytes are what goes out; library-owned messages never take part in the matching; an edit is
+stored as an edit (the compile strips what it must, with its cause; an edited reply keeps the
+recorded thinking the framework sent back with it, and the strip reports the recorded thinking its
+copy left out); a framework that drops old messages or writes its own summary is followed as a host
+fold (a stored summary; the replies it covers are released, and the strip reports them with the
+kept turns' thinking the cut invalidated), unless the library manages the window (then the
+framework's truncation is ignored); a framework that sends fewer messages than it sent before
+rewinds: a new branch starts at the last message it still sends, and the old one keeps everything.
+Every decision is a function of the stored transcript and the parameters, so the same framework
+list after a restart reconciles to the same request (the key cache only saves work).
 A dry reconcile stores nothing. The framework's ``cache_control`` markers are not stored.
 """
 
