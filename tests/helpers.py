@@ -7,19 +7,19 @@ the loopback server), ``wire_reply`` (a reply as the assistant message a client 
 ``invalid_calls`` (every call the simulator refused or whose request does not verify). Builders:
 ``THINKING_HEAD`` and its tools, ``PROBE_HEAD`` (one ``probe`` tool, a model that takes system
 messages) and ``head_json``, ``calling_script`` (a simulator script that calls a tool when asked),
-``runtime_on`` (a runtime on the simulator's SDK client), ``slow_client`` (the SDK over a
-stream that pauses at a gate mid-thinking), ``StoreWithout`` (a store that predates
-some protocol methods), ``signed_conversation`` (questions the simulator answers with signed
-thinking) and ``replies_with_thinking``, ``snapshots_off``; ``framework_params`` (the parameters
-a framework builds for one call) and ``framework_copy`` (a framework's own copy of a reply, in
-one of the ``REPLY_COPIES`` styles). Servers: ``serve`` (an ASGI app under uvicorn on
-loopback, in a thread) and ``free_port``. Sessions: ``play_session`` plays ``SESSION_STEPS``
-(turns, tool rounds, releases, a changed system prompt or model, blank-text and thinking-only
-replies) under ``SESSION_BINDING`` and returns each compile's ``visible_outcome``
+``runtime_on`` (a runtime on the simulator's SDK client), ``slow_client`` (the SDK over a stream
+that pauses at a gate mid-thinking), ``StoreWithout`` (a store that predates some protocol
+methods), ``signed_conversation`` (questions the simulator answers with signed thinking) and
+``replies_with_thinking``, ``snapshots_off``; ``framework_params`` (the parameters a framework
+builds for one call) and ``framework_copy`` (a framework's own copy of a reply, in one of the
+``REPLY_COPIES`` styles) and ``reworded`` (that copy with its words changed). Servers: ``serve``
+(an ASGI app under uvicorn on loopback, in a thread) and ``free_port``. Sessions: ``play_session``
+plays ``SESSION_STEPS`` (turns, tool rounds, releases, a changed system prompt or model, blank-text
+and thinking-only replies) under ``SESSION_BINDING`` and returns each compile's ``visible_outcome``
 (``windowed_session``: on a new agent; ``switched_off``: with a short path off);
-``differing_fields`` compares two renders field by field. Command
-line: ``cli`` (the program in a subprocess, never the real API) and ``snapshot`` (a folder's
-files, to show nothing was written). They assert nothing, so a test's meaning stays in the test.
+``differing_fields`` compares two renders field by field. Command line: ``cli`` (the program in a
+subprocess, never the real API) and ``snapshot`` (a folder's files, to show nothing was written).
+They assert nothing, so a test's meaning stays in the test.
 """
 
 from __future__ import annotations
@@ -338,6 +338,17 @@ def framework_copy(message: Any, style: str) -> dict[str, Any]:
         text = "".join(b["text"] for b in blocks if b["type"] == "text")
         return {"role": "assistant", "content": text}
     return {"role": "assistant", "content": blocks}
+
+
+def reworded(message: dict[str, Any]) -> dict[str, Any]:
+    """A framework's copy of a reply with its last words changed (a string copy, or its last
+    text block; its other blocks as they were)."""
+    content = message["content"]
+    if isinstance(content, str):
+        return {**message, "content": content + " (reworded)"}
+    last = max(k for k, b in enumerate(content) if b["type"] == "text")
+    changed = {**content[last], "text": content[last]["text"] + " (reworded)"}
+    return {**message, "content": [*content[:last], changed, *content[last + 1 :]]}
 
 
 def framework_params(

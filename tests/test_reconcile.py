@@ -18,6 +18,7 @@ from helpers import (
     framework_copy,
     framework_params,
     invalid_calls,
+    reworded,
     thinking_signatures,
     unmarked,
 )
@@ -187,15 +188,6 @@ async def test_an_edit_of_an_earlier_message_is_stored_as_an_edit_and_strips_wit
     assert result.thinking_strip.cause == "messages"
     assert len(result.thinking_strip.replies) == 2
     assert invalid_calls(sim) == []
-
-
-def reworded(message: dict[str, Any]) -> dict[str, Any]:
-    """A framework's copy of a reply with its words changed (its other blocks as they were)."""
-    content = [
-        {**b, "text": b["text"] + " (reworded)"} if b["type"] == "text" else b
-        for b in message["content"]
-    ]
-    return {**message, "content": content}
 
 
 async def test_a_reply_reworded_with_its_thinking_sent_back_keeps_that_thinking(

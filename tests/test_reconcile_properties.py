@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from helpers import REPLY_COPIES, framework_copy, framework_params, invalid_calls
+from helpers import REPLY_COPIES, framework_copy, framework_params, invalid_calls, reworded
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -150,3 +150,41 @@ def test_an_edit_strips_only_the_replies_after_the_edited_message(
     assert sent_thinking(result.request) == sum(
         1 for m in messages[:edited] if m["role"] == "assistant"
     )
+
+
+SENT_BACK = ("as-sent", "no-extras")
+"""The copy styles that send a reply's thinking back as recorded."""
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(REPLY_COPIES), min_size=1, max_size=4), st.integers(0, 20))
+def test_a_reworded_reply_keeps_its_thinking_when_sent_back_and_reports_it_otherwise(
+    styles: list[str], pick: int
+) -> None:
+    """Rewording a reply invalidates only the thinking after its words: its own thinking goes
+    out again when the framework's copy carries it, and is reported lost when the copy left it
+    out; every later reply's thinking strips; every request is accepted."""
+    sim = Simulator()
+    client = sim.sync_client()
+    cm = ContextManager.open(MemoryStore(), namespace="ada")
+    messages: list[dict[str, Any]] = []
+    for number, style in enumerate(styles):
+        messages.append({"role": "user", "content": f"question {number}"})
+        result = cm.reconcile(framework_params(messages))
+        reply = client.beta.messages.create(**result.request)
+        cm.record_reply(reply, result)
+        messages.append(framework_copy(reply, style))
+    replies = [k for k, m in enumerate(messages) if m["role"] == "assistant"]
+    edited = replies[pick % len(replies)]
+    kept = styles[replies.index(edited)] in SENT_BACK
+    messages[edited] = reworded(messages[edited])
+    messages.append({"role": "user", "content": "and now?"})
+
+    result = cm.reconcile(framework_params(messages))
+    client.beta.messages.create(**result.request)
+
+    later = sum(1 for k in replies if k > edited)
+    strip = result.thinking_strip
+    assert invalid_calls(sim) == []
+    assert (strip.blocks if strip is not None else 0) == later + (0 if kept else 1)
+    assert sent_thinking(result.request) == replies.index(edited) + (1 if kept else 0)
