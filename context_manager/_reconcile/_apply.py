@@ -18,7 +18,7 @@ A dry reconcile stores nothing. The framework's ``cache_control`` markers are no
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple, Protocol, TypeAlias
+from typing import Any, Protocol, TypeAlias
 
 import attrs
 
@@ -299,7 +299,8 @@ def _apply(
         fold = _host_fold(host, side, (), len(side.entries))  # nothing common is kept
     edits = [_edit(host, side, framework, s, f) for s, f in steps.edits]
     edited = tuple(message_id for message_id, _ in edits)
-    lost = Lost(tuple(message_id for message_id, n in edits if n), sum(n for _, n in edits))
+    lost = tuple(message_id for message_id, n in edits if n)
+    lost_blocks = sum(n for _, n in edits)
     stored: list[MessageId] = []
     if steps.extend is not None:
         s, f = steps.extend
@@ -311,28 +312,14 @@ def _apply(
         role = check_role(message["role"])
         stored.append(host.add_message(role, unmarked(wire_content(message["content"]))))
     ignored = 0 if follow_window else steps.lead
-    if fold is None:
-        return Reconciliation(
-            tuple(stored), edited, None, rewound, ignored, (), 0, lost.replies, lost.blocks
-        )
-    return Reconciliation(
-        tuple(stored),
-        edited,
-        fold.summary,
-        rewound,
-        ignored,
-        fold.covered,
-        fold.blocks,
-        lost.replies,
-        lost.blocks,
+    done = Reconciliation(
+        tuple(stored), edited, None, rewound, ignored, edit_lost=lost, edit_lost_blocks=lost_blocks
     )
-
-
-class Lost(NamedTuple):
-    """The edited replies stored without (some of) their recorded thinking, and its blocks."""
-
-    replies: tuple[MessageId, ...]
-    blocks: int
+    if fold is None:
+        return done
+    return attrs.evolve(
+        done, host_fold=fold.summary, covered=fold.covered, covered_blocks=fold.blocks
+    )
 
 
 def _edit(

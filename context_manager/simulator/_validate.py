@@ -8,6 +8,7 @@ role and list-or-string content, and every content block is a dict with a string
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -51,6 +52,11 @@ TOOL_NULLABLE_FIELDS = frozenset(
 """A server tool's optional settings the API takes as ``null`` in its definition (recorded 200s:
 pydantic-ai declares ``web_search_20250305`` and ``web_fetch_20250910`` with each unset one
 ``null``)."""
+
+_TOOL_AT = re.compile(r"tools\.\d+")
+"""The path of a tool definition (where ``TOOL_NULLABLE_FIELDS`` may be ``null`` too)."""
+
+_IN_A_TOOL = NULLABLE_FIELDS | TOOL_NULLABLE_FIELDS
 
 OPAQUE_JSON_FIELDS = frozenset({"input", "input_schema", "citations"})
 """Fields whose value is data, not request structure: a ``null`` inside a tool call's ``input``, a
@@ -104,7 +110,7 @@ def validate_request(
     """
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object")
-    _no_nulls(_without_tool_nulls(body), "")
+    _no_nulls(body, "")
     for name in sorted(body):
         if name not in BODY_FIELDS and BETA_FIELDS.get(name) not in betas:
             raise InvalidRequest(f"{name}: Extra inputs are not permitted")
@@ -130,27 +136,13 @@ def validate_request(
     check_diagnostics(body)
 
 
-def _without_tool_nulls(body: dict[str, Any]) -> dict[str, Any]:
-    """``body`` with each tool definition's ``TOOL_NULLABLE_FIELDS`` left out where ``null`` (a
-    shallow copy: the body itself is never changed)."""
-    tools = body.get("tools")
-    if not isinstance(tools, list):
-        return body
-    kept = [
-        {k: v for k, v in tool.items() if v is not None or k not in TOOL_NULLABLE_FIELDS}
-        if isinstance(tool, dict)
-        else tool
-        for tool in tools
-    ]
-    return {**body, "tools": kept}
-
-
 def _no_nulls(value: Any, path: str) -> None:
     if value is None:
         raise InvalidRequest(f"{path or 'body'}: Input should not be null; omit the field instead")
     if isinstance(value, dict):
+        nullable = _IN_A_TOOL if _TOOL_AT.fullmatch(path) else NULLABLE_FIELDS
         for key, item in value.items():
-            if key in OPAQUE_JSON_FIELDS or (item is None and key in NULLABLE_FIELDS):
+            if key in OPAQUE_JSON_FIELDS or (item is None and key in nullable):
                 continue
             _no_nulls(item, f"{path}.{key}" if path else str(key))
     elif isinstance(value, list):
