@@ -2,7 +2,8 @@
 and a resident agent's input must be read from the prompt cache (issue 19).
 
 Run ``python -m benchmarks [--quick] [--json PATH]``. Figures are ratios measured in one run;
-the test suite never asserts on times (``tests/test_benchmarks.py`` only runs the code paths).
+the test suite never asserts on times (``tests/project/test_benchmarks.py`` only runs the code
+paths).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Quickstart: a resident agent with one tool, on SQLite, against the local simulator.
 
 Run it after ``pip install .``:  python examples/quickstart.py
-The README's quickstart is this file from ``import asyncio`` on (tests/test_docs_snippets.py
+The README's quickstart is this file from ``import asyncio`` on (tests/project/test_docs_snippets.py
 checks). It keeps its transcript in ``agents.db``, in the folder it runs in. It prints::
 
     tools called: ['read_log']

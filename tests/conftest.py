@@ -129,8 +129,8 @@ def no_render_snapshots() -> Iterator[None]:
 
 # Hypothesis profiles (reliability, issue 9). Registered here, before the plugin reads
 # ``--hypothesis-profile``. ``quick`` sizes the model-based test in the default run and ``ci`` in
-# the ``-m slow`` run that ``.ci/run`` adds (tests/test_model_based.py uses them unless a bigger
-# profile is loaded); ``long`` runs thousands of examples locally and
+# the ``-m slow`` run that ``.ci/run`` adds (tests/runtime/test_model_based.py uses them unless a
+# bigger profile is loaded); ``long`` runs thousands of examples locally and
 # raises every other property test's examples with it.
 # With CONTEXT_MANAGER_HYPOTHESIS_SEEDED=1 (``.ci/run`` sets it) every profile draws the same
 # examples on every run (``derandomize``), so whether a commit lands never depends on the draw;

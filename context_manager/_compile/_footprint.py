@@ -17,10 +17,10 @@ from a snapshot, 8.1 MB rendered from the store) and on three ``MemoryStore`` hi
 messages with 70 kB thinking blocks, 800 one-line messages, 400 messages of 2 kB): a snapshot
 restore measured 1.5 kB per rendered message beyond its pickled bytes in all four, and a
 render from the store 0.35 to 1.5 kB more per stored message. The estimate lands within
-0.8x to 1.4x of the measured size on all of them (``tests/test_render_footprint.py`` holds it
-within ``FOOTPRINT_FACTOR``). On the benchmark history that is about five times the request's
-wire bytes; the encoded bytes alone, all the bound counted before issue 36, are about one. A
-compact render is counted as its compressed bytes (one ``bytes`` object: exact). Pure.
+0.8x to 1.4x of the measured size on all of them (``tests/compile/test_render_footprint.py``
+holds it within ``FOOTPRINT_FACTOR``). On the benchmark history that is about five times the
+request's wire bytes; the encoded bytes alone, all the bound counted before issue 36, are about
+one. A compact render is counted as its compressed bytes (one ``bytes`` object: exact). Pure.
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ every other message (a notice, a kind, a merge, a round or system message to clo
 or empty text, another block type, a reasoning sidecar, observe mode, a render that still keeps
 the version-1 chain) to ``_message.render_judged``, which it must match exactly: the same
 messages, provenance, token counts, spans, chain, strips and encoded pieces
-(``tests/test_render_plain.py`` renders the same histories both ways). O(size of the message).
+(``tests/compile/test_render_plain.py`` renders the same histories both ways). O(size of the
+message).
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ open tool round exactly. Nothing in them is judged, so their render is fixed by 
 (a notice, a kind, a merge, whitespace, a stray or missing result, a render that still keeps
 the version-1 chain) to the general path (``_message.render_judged``), which it must match exactly:
 the same messages, provenance, token counts, spans, chain and encoded pieces
-(``tests/test_render_plain.py`` renders the same histories both ways). O(size of the message).
+(``tests/compile/test_render_plain.py`` renders the same histories both ways). O(size of the
+message).
 """
 
 from __future__ import annotations

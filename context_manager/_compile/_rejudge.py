@@ -15,7 +15,7 @@ new context (the same messages, provenance, tokens, spans, strips, chain and jud
 ``None`` wherever that is not certain: a render opened by a summary or compaction block, a
 version-1 chain, observe mode, a reasoning sidecar, a release in the window not yet reported, a
 reply that shares its message with another, or one whose message would appear, empty or go
-blank. The caller then re-renders. ``tests/test_rejudge.py`` compiles the same sessions both
+blank. The caller then re-renders. ``tests/compile/test_rejudge.py`` compiles the same sessions both
 ways. Pure: the render at hand is never modified (a new state is returned).
 """
 

@@ -7,7 +7,7 @@ render its snapshot still backs is dropped (its next compile restores the snapsh
 no pickling now); any other is compacted, with the window's releases the binding record learnt
 moved into the compact render (restored with it). Either way the window's stored messages and
 what the record learnt of the window are freed: a manager whose render is released keeps a
-small constant (``tests/test_render_footprint.py``).
+small constant (``tests/compile/test_render_footprint.py``).
 """
 
 from __future__ import annotations

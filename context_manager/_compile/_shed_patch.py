@@ -12,9 +12,9 @@ Invariant: ``patched`` returns a render equal to ``full_render`` under the shed 
 same messages, provenance, tokens, spans, strips and chain), or ``None`` wherever that is not
 certain (a shed reply whose message would change shape, a version-1 chain, a reasoning sidecar,
 observe mode, previews, a release in the window not yet reported, a left-out block that the
-shed could put in order): the caller then re-renders. ``tests/test_shed_patch.py`` compiles the
-same histories both ways. Pure apart from the ``window`` reader it is given (the caller's store
-read); the render at hand is never modified (a new state is returned).
+shed could put in order): the caller then re-renders. ``tests/compile/test_shed_patch.py``
+compiles the same histories both ways. Pure apart from the ``window`` reader it is given (the
+caller's store read); the render at hand is never modified (a new state is returned).
 """
 
 from __future__ import annotations

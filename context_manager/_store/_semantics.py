@@ -3,8 +3,8 @@ wins" when releases meet. Pure functions over ``Release`` values.
 
 ``MemoryStore`` applies them directly and the compiler keeps its in-memory record with them;
 the SQL stores' statements (``_sqlite_binding``, ``_postgres_binding``, ``create_branch`` in
-``_sqlite`` / ``_postgres``) are these rules in SQL, and ``tests/test_store.py`` runs one suite
-over all three so the forms cannot drift apart.
+``_sqlite`` / ``_postgres``) are these rules in SQL, and ``tests/store/test_store.py`` runs one
+suite over all three so the forms cannot drift apart.
 """
 
 from __future__ import annotations

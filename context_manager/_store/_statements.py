@@ -7,7 +7,7 @@ psycopg), so ``SQLITE`` and ``POSTGRES`` are the same statements. Everything els
 both servers read alike: ``TRUE``, ``CAST(... AS BIGINT)`` (PostgreSQL cannot type a bare
 ``NULL`` parameter), the table-qualified ``ON CONFLICT ... DO UPDATE``. They are
 ``_semantics`` in SQL: fork inheritance (SPEC 5, ``inherited_release``) and "the lower
-``from_block`` wins" (``committed_release``, ``added_release``); ``tests/test_store.py`` runs
+``from_block`` wins" (``committed_release``, ``added_release``); ``tests/store/test_store.py`` runs
 one suite over the three stores so the forms cannot drift apart.
 
 Pure: renders text once at import; runs nothing. Every value goes in as a parameter, never into

@@ -43,7 +43,7 @@ from context_manager.adapters import ManagedAsyncAnthropic
 from context_manager.runtime import Agent, Runtime, TurnResult
 from context_manager.simulator import PREFIX_MISMATCH, Simulator
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 HEAD = attrs.evolve(PROBE_HEAD, tools=[READ_LOG_TOOL])
 """A model that takes mid-conversation system messages: a tool change is appended."""
 TOOL_OUTPUT = "x" * 400

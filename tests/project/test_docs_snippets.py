@@ -16,7 +16,7 @@ from pathlib import Path
 import attrs
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 PAGES = (README, *sorted((ROOT / "docs").glob("*.md")))
 EXAMPLES = ROOT / "examples"

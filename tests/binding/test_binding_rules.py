@@ -45,7 +45,7 @@ IDLE = TurnState(live=False, branch_key=None, head_sequence=0)
 
 STRIPS = ThinkingBinding(append_changes=False)
 """Head changes strip: these rules are about what a strip leaves out (appending is SPEC 7b's,
-``tests/test_append.py``)."""
+``tests/compile/test_append.py``)."""
 HEAD = Head(
     model="claude-opus-5-5",  # runs the prefix check (VENDOR_RULES 10)
     system="You are Ada.",

@@ -409,7 +409,7 @@ async def test_a_snapshot_saved_by_one_process_is_restored_by_a_fresh_one(tmp_pa
     expected = cm.compile(THINKING_HEAD)  # a render from the store: its snapshot is saved
     cm.store.close()
 
-    tests = str(Path(__file__).parent)
+    tests = str(Path(__file__).resolve().parents[1])
     child = subprocess.run(
         [sys.executable, "-c", _CHILD, str(path), tests],
         capture_output=True,

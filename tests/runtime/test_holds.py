@@ -102,7 +102,7 @@ HOST_SCRIPT = textwrap.dedent(
 def start_host(kind: str, where: str, name: str, mode: str, turns: int) -> subprocess.Popen[str]:
     """A host process running the bundled runtime on agent ``ada``; it waits for a line on
     stdin after printing ``READY``."""
-    here = Path(__file__).resolve().parent
+    here = Path(__file__).resolve().parents[1]  # tests/
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(here.parent), str(here)])}
     host = subprocess.Popen(
         [sys.executable, "-c", HOST_SCRIPT, kind, where, name, mode, str(turns), head_json(HEAD)],

@@ -52,7 +52,7 @@ def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]
 @pytest.fixture
 def cm(any_store: Store) -> ContextManager:
     """A manager whose head changes strip (``append_changes=False``): this file checks the
-    head-change path; appending them instead is ``tests/test_append.py``'s."""
+    head-change path; appending them instead is ``tests/compile/test_append.py``'s."""
     return ContextManager.open(any_store, namespace="ada", binding=STRIPS)
 
 

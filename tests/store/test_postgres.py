@@ -383,7 +383,7 @@ def test_two_processes_writing_rounds_to_one_agent_never_interleave_them(
     cm.add_message("user", "both of you: look around")
     rounds = 12
     head = head_json(HEAD)
-    here = Path(__file__).resolve().parent
+    here = Path(__file__).resolve().parents[1]  # tests/
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(here.parent), str(here)])}
     workers = [
         subprocess.Popen(
@@ -449,7 +449,7 @@ def test_a_writer_killed_mid_transaction_loses_nothing_committed_and_frees_the_a
 ) -> None:
     """SIGKILL while a batch is open: every committed round is whole, the open one is gone,
     and another host can write to the agent at once."""
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     with subprocess.Popen(
         [sys.executable, "-c", KILLED_WRITER, postgres_dsn, "20"],
         stdout=subprocess.PIPE,
@@ -533,7 +533,7 @@ def test_the_store_serves_a_runtime_over_asyncio(
 def test_the_command_line_runs_and_reads_an_agent_on_postgresql(postgres_dsn: str) -> None:
     """``run --db postgresql://...`` then ``transcript postgresql://...``, as with a file."""
     env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"} | {"NO_COLOR": "1"}
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
 
     def cli(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
         return subprocess.run(

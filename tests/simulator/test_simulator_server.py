@@ -18,7 +18,7 @@ import pytest
 from context_manager.simulator import BINDING_BETA, PREFIX_MISMATCH, Simulator, SimulatorServer
 
 MODEL = "claude-sim-1"
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SUBPROCESS_TIMEOUT_SECONDS = 30
 
 

@@ -5,8 +5,8 @@ directory, no ``ANTHROPIC_API_KEY``: the simulator answers) with this checkout's
 ``context_manager`` first on the path. A script's docstring ends a paragraph with ``::`` and
 shows, indented below it, lines its output must hold (a line ending in `` ...`` is a line's
 start); a new script is picked up by the parametrization and must say what it prints. The README
-links every script, so a reader finds them. ``tests/test_docs_snippets.py`` checks that the README
-and docs/runtime.md show the quickstart and the host loop as they are.
+links every script, so a reader finds them. ``tests/project/test_docs_snippets.py`` checks that
+the README and docs/runtime.md show the quickstart and the host loop as they are.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 SCRIPTS = sorted(path for path in EXAMPLES.glob("*.py") if not path.name.startswith("_"))
 """The examples (``_helpers.py`` and any other ``_`` module is what they share, not one)."""

@@ -3,7 +3,8 @@
 An AST walk over every module of ``context_manager`` and ``notices``: it resolves each import
 (relative or absolute, at module level, under ``TYPE_CHECKING`` or inside a function) to the
 project module it names and checks it against the layer order. The simulator is the independent
-check of the compiler, so it may import nothing from the library but its own package.
+check of the compiler, so it may import nothing from the library but its own package. The test
+modules sit in one folder per layer (``TEST_FOLDERS``), as the layers are folders.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 LAYERS: tuple[str, ...] = (
     "context_manager._model",
@@ -181,3 +182,38 @@ def test_the_project_modules_import_each_other_without_a_cycle() -> None:
 @pytest.mark.parametrize("layer", [layer for layer in LAYERS if layer != "context_manager"])
 def test_each_layer_exists_as_a_folder_or_module(layer: str) -> None:
     assert _known(layer), layer
+
+
+TEST_FOLDERS: dict[str, str | None] = {
+    "model": "context_manager._model",
+    "store": "context_manager._store",
+    "binding": "context_manager._binding",
+    "reasoning": "context_manager._reasoning",
+    "compile": "context_manager._compile",
+    "telemetry": "context_manager._telemetry",
+    "reconcile": "context_manager._reconcile",
+    "notices": "notices",
+    "web": "context_manager.web",
+    "runtime": "context_manager.runtime",
+    "adapters": "context_manager.adapters",
+    "cli": "context_manager._cli",
+    "simulator": "context_manager.simulator",
+    "project": None,  # the whole project: layers, public names, docs, examples, benchmarks
+}
+"""Each folder of ``tests/`` and the layer its tests exercise (the tests mirror the layers)."""
+
+
+def test_every_test_module_sits_in_the_folder_of_a_layer() -> None:
+    tests = ROOT / "tests"
+    loose = sorted(path.name for path in tests.glob("test_*.py"))
+    assert loose == [], "a test module outside a layer's folder"
+    for path in sorted(tests.rglob("test_*.py")):
+        assert path.parent.parent == tests, path
+        assert path.parent.name in TEST_FOLDERS, path
+
+
+@pytest.mark.parametrize("folder", sorted(TEST_FOLDERS))
+def test_each_test_folder_names_a_layer_that_exists(folder: str) -> None:
+    layer = TEST_FOLDERS[folder]
+    assert (ROOT / "tests" / folder).is_dir(), folder
+    assert layer is None or _known(layer), layer
