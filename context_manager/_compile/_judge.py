@@ -120,17 +120,28 @@ def _stamped(
             reads=ctx.reads,
         )
         return appended_cause(ctx, legacy.verdict, legacy.changed, found)
+    seal_now = seal_bytes(chain, canonical)
     judgement = judge(
         found,
         index,
-        seal_bytes(chain, canonical),
+        seal_now,
         reader=ctx.model,
         digests=ctx.digests,
         bound=ctx.bound,
         reads=ctx.reads,
         last_kept=last_kept,
     )
-    return appended_cause(ctx, judgement.verdict, judgement.changed, found)
+    intact = found is not None and _sealed(found, index, seal_now)
+    return appended_cause(ctx, judgement.verdict, judgement.changed, found, intact=intact)
+
+
+def _sealed(stamp: Stamp, index: int, seal_now: str) -> bool:
+    """Whether a block's seal still matches what is rendered before it (found by its seal, as
+    ``judge`` finds it): nothing in the messages before it changed."""
+    entry = stamp.blocks.get(index)
+    if entry is not None and entry.seal == seal_now:
+        return True
+    return any(b.seal == seal_now for b in stamp.blocks.values())
 
 
 def appended_cause(
@@ -138,13 +149,17 @@ def appended_cause(
     verdict: StripReason | Literal["keep", "unread"],
     changed: tuple[str, ...],
     stamp: AnyStamp | None,
+    *,
+    intact: bool = False,
 ) -> tuple[StripReason | Literal["keep", "unread"], tuple[str, ...]]:
     """While changes are appended (SPEC 7b) a system or tools difference is no head cause: the
     request's head is the anchored one, so a block bound to an earlier anchor lost its prefix
     to the re-render that re-anchored (a fold, a window jump), a message change. Only the model
-    check failing (for ``stamp``'s producer), bound settings, or a head this compile rewrites
-    keep the cause ``head``."""
-    if not ctx.appends or ctx.head_changed or verdict != "head":
+    check failing (for ``stamp``'s producer), bound settings, a head this compile rewrites, or
+    a block whose own seal still matches (``intact``: nothing before it changed, so the head it
+    was made under is all that stops it, as after a compile on a model without system messages
+    re-anchored the head) keep the cause ``head``."""
+    if not ctx.appends or ctx.head_changed or verdict != "head" or intact:
         return verdict, changed
     kept = tuple(c for c in changed if c not in ("system", "tools"))
     unreadable = stamp is not None and not producer_readable(

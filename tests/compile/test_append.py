@@ -511,3 +511,33 @@ async def test_a_fold_at_the_compile_that_appends_a_change_still_sends_the_newes
     assert "head-change" not in covered[0]
     assert plain[-1] == texts[-1] == "NEXT QUESTION"
     assert texts[0].endswith("the summary")
+
+
+async def test_a_system_change_that_costs_reasoning_after_a_turn_on_sonnet_5_is_told() -> None:
+    """A change appended on Opus 5.5, then a turn on Sonnet 5 (no system messages, VENDOR_RULES
+    16: the head is rewritten and anchored there; Sonnet 5 runs no prefix check, so the first
+    reply's thinking still goes out), then Opus 5.5 again: the first reply's thinking, made
+    under the old system text, is left out for that text alone (its messages are unchanged),
+    so the strip's cause is the head, with the system named, and the agent is told why (it was
+    reported as a message change, which between turns is never told)."""
+    sim = Simulator(script=script)
+    _, ada = agent(sim, head=attrs.evolve(HEAD, model="claude-sonnet-5"))
+    strips: list[tuple[str, tuple[str, ...]]] = []
+    ada.context.on_thinking_strip(lambda strip, key: strips.append((strip.cause, strip.changed)))
+    await ada.run_turn("one")
+    ada.head = attrs.evolve(ada.head, model="claude-opus-5-5")
+    await ada.run_turn("two")
+    ada.head = attrs.evolve(ada.head, system="You are Ada, terse.")
+    await ada.run_turn("three")
+    assert strips == []  # appended: nothing lost
+    ada.head = attrs.evolve(ada.head, model="claude-sonnet-5")
+    await ada.run_turn("four")
+    assert [cause for cause, _ in strips] == ["head"]  # Opus's replies, unread by Sonnet 5
+    ada.head = attrs.evolve(ada.head, model="claude-opus-5-5")
+    await ada.run_turn("five")
+    all_ok(sim)
+    assert system_text(sim.requests[-1]) == "You are Ada, terse."
+    cause, changed = strips[-1]
+    assert cause == "head"
+    assert "system" in changed
+    assert "because your system text and model changed" in notices(ada)[-1]
