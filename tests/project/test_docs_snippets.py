@@ -130,7 +130,7 @@ def test_the_readme_quickstart_prints_the_notice_the_readme_shows(
     (shown,) = [b for b in blocks_of(README) if b.language == "text" and "[reasoning]" in b.source]
     assert "tools called: ['read_log']" in printed
     assert "head changes appended: 1" in printed
-    assert shown.source.strip() in printed
+    assert shown.source.strip().splitlines() == printed  # every line it prints, in order
 
 
 def test_the_runtime_page_shows_the_host_loop_example_from_its_imports_on() -> None:
