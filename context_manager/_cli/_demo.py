@@ -310,9 +310,16 @@ class Demo:
                 TextBlock("The build team owns the fix."),
             ],
         )
+        before = dict(self.strips.blocks)
         replies = await self.turn(
             "Given the review, what should we do next?",
             Step("The review says roll forward.", "Unpin parser and apply the fixed config."),
+        )
+        left_out = sum(self.strips.blocks.values()) - sum(before.values())
+        self.follow.note(
+            "compiler",
+            f"left out {left_out} thinking block(s) of the imported replies (no stamp: no "
+            "compile here sent them); nothing told: main compiled before the fork",
         )
         return replies[-1]
 
@@ -326,9 +333,12 @@ class Demo:
         self.follow.note("host", "the provider will drop one reply's reasoning (organization)")
 
         def grow() -> str:
-            self.force_drop([folded], END_USER_MISMATCH)
+            step = [m for m in self.agent.context.messages() if m.role == "assistant"][-1]
+            self.force_drop([folded, step.id], END_USER_MISMATCH)
             self.follow.note(
-                "host", "the next call will drop an older reply's reasoning (end user)"
+                "host",
+                "the next call will drop two replies' reasoning, an older one and this turn's "
+                "first step (end user)",
             )
             return "12:04 parser 2.4 installed"
 
