@@ -10,7 +10,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from helpers import CLI_ENV, cli
+from helpers import CLI_ENV, cli, cli_without, snapshot
 
 OWNER = "owner-token-0123456789"
 
@@ -101,3 +101,28 @@ def test_a_bad_tokens_file_is_refused_in_one_line(tmp_path: Path, text: str, why
     assert result.returncode == 2
     assert why in result.stderr
     assert result.stderr.count("\n") == 1
+
+
+WEB_HINT = "the console needs the web extra: pip install 'thinking-context-manager[web]'"
+GATEWAY_HINT = (
+    "the gateway needs starlette and uvicorn: pip install 'thinking-context-manager[gateway]'"
+)
+
+
+@pytest.mark.parametrize("missing", ["starlette", "uvicorn"])
+@pytest.mark.parametrize(
+    ("command", "hint"),
+    [
+        (["serve"], WEB_HINT),
+        (["demo", "--serve"], WEB_HINT),
+        (["gateway"], GATEWAY_HINT),
+    ],
+)
+def test_a_missing_extra_is_said_in_one_line_before_anything_runs_or_is_written(
+    tmp_path: Path, missing: str, command: list[str], hint: str
+) -> None:
+    database = tmp_path / "agents.db"
+    done = cli_without([missing], *command, "--db", database)
+    assert (done.returncode, done.stderr) == (2, f"context-manager: error: {hint}\n")
+    assert done.stdout == ""  # the demo's scenes did not run
+    assert snapshot(tmp_path) == {}  # nor was any database created
