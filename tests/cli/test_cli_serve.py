@@ -7,6 +7,7 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -101,6 +102,26 @@ def test_a_bad_tokens_file_is_refused_in_one_line(tmp_path: Path, text: str, why
     assert result.returncode == 2
     assert why in result.stderr
     assert result.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("make", "why"),
+    [
+        (lambda path: None, "cannot read it (no such file)"),
+        (lambda path: path.mkdir(), "cannot read it (it is a directory)"),
+        (lambda path: path.write_text("# nothing\n"), "no tokens in it"),
+    ],
+)
+def test_a_tokens_file_unusable_as_a_whole_is_named_without_a_line_number(
+    tmp_path: Path, make: Callable[[Path], object], why: str
+) -> None:
+    tokens = tmp_path / "tokens.txt"
+    make(tokens)
+    done = cli("serve", "--db", tmp_path / "none.db", "--tokens", tokens, "--port", 0)
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"context-manager: error: {tokens}: {why}")
+    assert done.stderr.count("\n") == 1
+    assert done.stdout == ""
 
 
 WEB_HINT = "the console needs the web extra: pip install 'thinking-context-manager[web]'"
