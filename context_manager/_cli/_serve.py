@@ -183,5 +183,6 @@ def demo_then_serve(args: argparse.Namespace, out: TextIO, *, color: bool) -> in
         return serve_on(args.db, args, out)
     with tempfile.TemporaryDirectory(prefix="context-manager-demo-") as scratch:
         path = str(Path(scratch) / "demo.db")  # args.db stays None: Ctrl-C says it is removed
-        run_demo(argparse.Namespace(**{**vars(args), "db": path}), out, color=color)
+        scenes = argparse.Namespace(**{**vars(args), "db": path})
+        run_demo(scenes, out, color=color, removed_when="the console stops")
         return serve_on(path, args, out)

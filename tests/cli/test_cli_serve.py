@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
@@ -16,8 +17,9 @@ from helpers import CLI_ENV, cli, cli_without, snapshot
 OWNER = "owner-token-0123456789"
 
 
-def start(*args: object) -> tuple[subprocess.Popen[str], str]:
-    """Start ``context-manager ARGS`` and read its stdout up to the console's URL."""
+def start(*args: object, seen: list[str] | None = None) -> tuple[subprocess.Popen[str], str]:
+    """Start ``context-manager ARGS`` and read its stdout up to the console's URL (the lines
+    before it go to ``seen``)."""
     process = subprocess.Popen(
         [sys.executable, "-m", "context_manager", *map(str, args)],
         stdout=subprocess.PIPE,
@@ -29,6 +31,8 @@ def start(*args: object) -> tuple[subprocess.Popen[str], str]:
     for line in process.stdout:
         if line.startswith("console: "):
             return process, line.removeprefix("console: ").strip()
+        if seen is not None:
+            seen.append(line.rstrip("\n"))
     process.kill()
     _, stderr = process.communicate()
     raise AssertionError(f"no console URL; stderr: {stderr}")
@@ -82,6 +86,27 @@ def test_demo_serve_keeps_the_console_open_on_the_demo_database(tmp_path: Path) 
     assert listing[0] == 200
     assert "ada" in listing[1]
     assert refused[0] == 401
+
+
+def test_demo_serve_without_db_says_its_temporary_file_lasts_until_the_console_stops() -> None:
+    printed: list[str] = []
+    process, _ = start("demo", "--serve", "--port", 0, seen=printed)
+    try:
+        said = next(line for line in printed if line.startswith("The transcript is"))
+        path = Path(re.findall(r"context-manager transcript (\S+) --reasoning", printed[-1])[0])
+        readable = cli("transcript", path, "--branch", "main")
+        existed = path.is_file()
+    finally:
+        code, stderr = stop(process)
+    assert said == (
+        f"The transcript is in a temporary file, {path}, removed when the console stops "
+        "(pass --db PATH to keep it). Until then, read it with:"
+    )
+    assert existed
+    assert readable.returncode == 0, readable.stderr  # the printed commands work meanwhile
+    assert code == 130
+    assert "the demo's temporary database was removed (pass --db PATH to keep one)" in stderr
+    assert not path.exists()  # as the message said
 
 
 @pytest.mark.parametrize(
