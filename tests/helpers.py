@@ -36,7 +36,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
@@ -243,6 +243,25 @@ def cli(
         text=True,
         timeout=60,
         env={**CLI_ENV, **(env or {})},
+    )
+
+
+WITHOUT = """import runpy, sys
+for name in sys.argv.pop(1).split(","):
+    sys.modules[name] = None  # importing it raises ModuleNotFoundError, as when not installed
+runpy.run_module("context_manager", run_name="__main__", alter_sys=True)
+"""
+"""``python -m context_manager`` with some top-level modules made unimportable (argv[1])."""
+
+
+def cli_without(modules: Sequence[str], *args: object) -> subprocess.CompletedProcess[str]:
+    """``cli(*args)`` in an interpreter where ``modules`` cannot be imported (a missing extra)."""
+    return subprocess.run(
+        [sys.executable, "-c", WITHOUT, ",".join(modules), *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=CLI_ENV,
     )
 
 

@@ -310,9 +310,16 @@ class Demo:
                 TextBlock("The build team owns the fix."),
             ],
         )
+        before = dict(self.strips.blocks)
         replies = await self.turn(
             "Given the review, what should we do next?",
             Step("The review says roll forward.", "Unpin parser and apply the fixed config."),
+        )
+        left_out = sum(self.strips.blocks.values()) - sum(before.values())
+        self.follow.note(
+            "compiler",
+            f"left out {left_out} thinking block(s) of the imported replies (no stamp: no "
+            "compile here sent them); nothing told: main compiled before the fork",
         )
         return replies[-1]
 
@@ -326,9 +333,12 @@ class Demo:
         self.follow.note("host", "the provider will drop one reply's reasoning (organization)")
 
         def grow() -> str:
-            self.force_drop([folded], END_USER_MISMATCH)
+            step = [m for m in self.agent.context.messages() if m.role == "assistant"][-1]
+            self.force_drop([folded, step.id], END_USER_MISMATCH)
             self.follow.note(
-                "host", "the next call will drop an older reply's reasoning (end user)"
+                "host",
+                "the next call will drop two replies' reasoning, an older one and this turn's "
+                "first step (end user)",
             )
             return "12:04 parser 2.4 installed"
 
@@ -408,8 +418,13 @@ def _database(db: str | None) -> Iterator[tuple[Path, bool]]:
         yield Path(scratch) / "demo.db", False
 
 
-def run_demo(args: argparse.Namespace, out: TextIO, *, color: bool) -> int:
+def run_demo(
+    args: argparse.Namespace, out: TextIO, *, color: bool, removed_when: str | None = None
+) -> int:
     """Run every scene, print the transcript as it goes and a summary; returns 0.
+
+    ``removed_when``: ``args.db`` is a temporary file that outlives the scenes until this
+    happens (``demo --serve`` without ``--db``: "the console stops"); the closing lines say so.
 
     Raises:
         CliError: ``--db`` is unusable, or already holds the demo's agent (an earlier demo, or
@@ -442,16 +457,26 @@ def run_demo(args: argparse.Namespace, out: TextIO, *, color: bool) -> int:
         finally:
             store.close()
         print(file=out)
-        if kept:
-            print(f"The transcript is kept in {path}. Read it with:", file=out)
-            print(f"  context-manager transcript {path} --branch {FORK}", file=out)
-            print(f"  context-manager transcript {path} --kind reasoning-loss --json", file=out)
-            print(f"  context-manager transcript {path} --reasoning", file=out)
-        else:
-            print(
-                "The transcript was kept in a temporary file; pass --db PATH to keep it.", file=out
-            )
+        _closing(path, kept, removed_when, out)
     return 0
+
+
+def _closing(path: Path, kept: bool, removed_when: str | None, out: TextIO) -> None:
+    """Where the transcript is, for how long, and how to read it."""
+    if not kept:
+        print("The transcript was kept in a temporary file; pass --db PATH to keep it.", file=out)
+        return
+    if removed_when is None:
+        print(f"The transcript is kept in {path}. Read it with:", file=out)
+    else:
+        print(
+            f"The transcript is in a temporary file, {path}, removed when {removed_when} (pass "
+            "--db PATH to keep it). Until then, read it with:",
+            file=out,
+        )
+    print(f"  context-manager transcript {path} --branch {FORK}", file=out)
+    print(f"  context-manager transcript {path} --kind reasoning-loss --json", file=out)
+    print(f"  context-manager transcript {path} --reasoning", file=out)
 
 
 async def _play(demo: Demo) -> None:

@@ -15,15 +15,13 @@ from typing import Any, TextIO
 
 from context_manager._store._protocol import Store
 from context_manager.adapters import AGENT_HEADER, DEFAULT_PORT, LOOPBACK, gateway_app
+from context_manager.adapters._gateway import INSTALL_HINT
 
 from ._db import CliError, is_postgres, open_for_writing, open_postgres, url_for_humans
 from ._otel import OTEL_CHOICES, tracing_for
 
 CLAUDE_API = "https://api.anthropic.com"
 API_KEY_VARIABLE = "ANTHROPIC_API_KEY"
-INSTALL_HINT = (
-    "the gateway needs starlette and uvicorn: pip install 'thinking-context-manager[gateway]'"
-)
 
 
 def add_gateway(commands: Any, common: argparse.ArgumentParser, handler: Any) -> None:
@@ -84,7 +82,8 @@ def serve_gateway(args: argparse.Namespace, out: TextIO) -> int:
     """Run the gateway until interrupted."""
     if args.host not in LOOPBACK and not args.allow_remote:
         raise CliError(f"--host {args.host} is not loopback; pass --allow-remote to serve it")
-    try:
+    try:  # both, before the database is opened (created) or anything printed
+        import starlette  # noqa: F401
         import uvicorn
     except ImportError as err:
         raise CliError(INSTALL_HINT) from err

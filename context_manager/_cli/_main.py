@@ -23,7 +23,7 @@ from ._db import SIDECAR_SUFFIX, CliError
 from ._demo import run_demo
 from ._gateway import add_gateway, serve_gateway
 from ._otel import OTEL_CHOICES
-from ._run import Stopped, run_session
+from ._run import COMMANDS, Stopped, run_session
 from ._serve import add_serve_commands, demo_then_serve
 from ._transcript import show_transcript
 from ._verify import add_verify, verify_branch
@@ -127,8 +127,7 @@ def _add_run(commands: Commands, common: argparse.ArgumentParser) -> None:
         description="An interactive resident agent, one line of stdin per turn (a pipe works). "
         "The real API when ANTHROPIC_API_KEY is set, the local simulator otherwise. Everything "
         "is stored as it happens; a second run on the same file continues the same agent and "
-        "branch. Commands: /fork NAME, /switch NAME, /delete NAME, /branches, /tools, /system "
-        "TEXT, /fold, /notices, /help, /quit.",
+        f"branch. Commands: {COMMANDS}.",
         epilog="Exit codes: 0 at /quit or end of input, 1 at the end of input when a turn failed "
         "(stdin not a terminal), 2 bad input, 130 at Ctrl-C (nothing "
         "stored is lost; an interrupted turn is finished by the next run).",

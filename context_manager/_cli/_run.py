@@ -72,6 +72,10 @@ Type a message to run a turn. Commands:
   /notices       show the [reasoning] notices on this branch
   /help          show this
   /quit          leave (so does end of input; Ctrl-C too, exit 130)"""
+COMMANDS = ", ".join(
+    line.split("  ")[1].strip() for line in HELP.splitlines() if line.startswith("  /")
+)
+"""The commands ``HELP`` lists, for ``run --help``: "/fork NAME, /switch NAME, ..."."""
 
 
 def utc_time(_: dict[str, Any]) -> str:

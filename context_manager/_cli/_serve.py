@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import secrets
 import tempfile
 from collections.abc import Iterator
@@ -32,6 +33,7 @@ from context_manager.web import (
     StoreSource,
     create_app,
 )
+from context_manager.web._app import INSTALL_HINT
 
 from ._db import (
     SIDECAR_SUFFIX,
@@ -154,17 +156,33 @@ def serve_on(where: str, args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def require_web_extra() -> None:
+    """Refuse in one line (exit 2), before anything runs, when the ``web`` extra is missing.
+
+    Raises:
+        CliError: starlette or uvicorn cannot be imported.
+    """
+    for module in ("starlette", "uvicorn"):
+        try:
+            importlib.import_module(module)
+        except ImportError as err:
+            raise CliError(INSTALL_HINT) from err
+
+
 def serve_command(args: argparse.Namespace, out: TextIO) -> int:
     """The ``serve`` command."""
+    require_web_extra()
     return serve_on(args.db, args, out)
 
 
 def demo_then_serve(args: argparse.Namespace, out: TextIO, *, color: bool) -> int:
     """``demo --serve``: the scenes, then the console on their database until Ctrl-C."""
+    require_web_extra()  # before the scenes: a console that cannot start is said first
     if args.db is not None:
         run_demo(args, out, color=color)
         return serve_on(args.db, args, out)
     with tempfile.TemporaryDirectory(prefix="context-manager-demo-") as scratch:
         path = str(Path(scratch) / "demo.db")  # args.db stays None: Ctrl-C says it is removed
-        run_demo(argparse.Namespace(**{**vars(args), "db": path}), out, color=color)
+        scenes = argparse.Namespace(**{**vars(args), "db": path})
+        run_demo(scenes, out, color=color, removed_when="the console stops")
         return serve_on(path, args, out)

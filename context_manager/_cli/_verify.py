@@ -21,6 +21,7 @@ import os
 import re
 import sqlite3
 import tempfile
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, TextIO
@@ -68,6 +69,8 @@ class Outcome:
     """Not replayed: the head the reply was made under is not recoverable from the store (its
     stamp's ``system`` / ``tools`` digests match no head the store records), or ``why``."""
     why: str = "the head it was made under is not in the store"
+    counted_as: str = "made under a head not in the store"
+    """How the summary counts it when skipped."""
 
     @property
     def held(self) -> bool:
@@ -97,8 +100,9 @@ def add_verify(commands: Any, common: argparse.ArgumentParser, handler: Any) -> 
         "request after each stored reply is sent with prefix_mismatch_behavior 'error' (the "
         f"real API when {API_KEY_VARIABLE} is set, the local simulator otherwise). Nothing is "
         "written to the database (a copy is used).",
-        "epilog": "Exit codes: 0 every reply's thinking held or was left out as predicted, 1 a "
-        "refusal or drop the compiler did not predict, 2 bad input.",
+        "epilog": "Exit codes: 0 every reply's thinking held or was left out as predicted (a "
+        "skipped reply, not replayed, is counted but changes nothing), 1 a refusal or drop the "
+        "compiler did not predict, 2 bad input.",
     }
     verify = commands.add_parser("verify", parents=[common], **texts)
     verify.add_argument("path", metavar="PATH|URI", help="the SQLite file, or a postgresql:// URI")
@@ -166,7 +170,16 @@ def _replay(cm: ContextManager, args: argparse.Namespace, out: TextIO, anchored:
         result = cm.compile(head, dry_run=True)
         request = _enforced(result.request)
         if client is not None and _foreign_compaction(request):
-            outcomes.append(Outcome(reply, 0, 0, skipped=True, why=FOREIGN_COMPACTION))
+            outcomes.append(
+                Outcome(
+                    reply,
+                    0,
+                    0,
+                    skipped=True,
+                    why=FOREIGN_COMPACTION,
+                    counted_as="carrying a server compaction only the API can judge",
+                )
+            )
             print(outcomes[-1].line(), file=out)
             continue
         if client is None:
@@ -177,9 +190,20 @@ def _replay(cm: ContextManager, args: argparse.Namespace, out: TextIO, anchored:
         print(outcome.line(), file=out)
     failed = [o for o in outcomes if not o.held]
     if client is not None:
-        replayed = [o for o in outcomes if not o.skipped]
-        print(f"{len(replayed) - len(failed)} of {len(replayed)} replies held.", file=out)
+        print(summary(outcomes), file=out)
     return EXIT_MISPREDICTED if failed else 0
+
+
+def summary(outcomes: list[Outcome]) -> str:
+    """The closing line: replies held of every reply with thinking, and the skipped ones (not
+    replayed, so neither held nor failed) by why."""
+    held = sum(1 for o in outcomes if o.held and not o.skipped)
+    said = f"{held} of {len(outcomes)} replies held"
+    skipped = Counter(o.counted_as for o in outcomes if o.skipped)
+    if skipped:
+        why = ", ".join(f"{n} {reason}" for reason, n in skipped.items())
+        said += f", {skipped.total()} skipped (not replayed: {why})"
+    return f"{said}."
 
 
 def _cuts(stored: list[StoredMessage]) -> Iterator[tuple[StoredMessage, StoredMessage]]:

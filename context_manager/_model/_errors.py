@@ -298,12 +298,13 @@ class TelemetryUnavailable(ContextManagerError, ImportError):
 
 
 class TokensFileError(ContextManagerError, ValueError):
-    """The console's tokens file cannot be used; the message names the file, the line and why."""
+    """The console's tokens file cannot be used; the message names the file, the line (``0``:
+    the whole file, and the message names no line) and why."""
 
     def __init__(self, where: str, line: int, why: str) -> None:
         self.where = where
         self.line = line
-        super().__init__(f"{where}, line {line}: {why}")
+        super().__init__(f"{where}, line {line}: {why}" if line else f"{where}: {why}")
 
 
 class CompactionNotSupported(ContextManagerError, NotImplementedError):

@@ -38,6 +38,10 @@ log = library_logger("context_manager.gateway")
 AGENT_HEADER = "x-context-manager-agent"
 BRANCH_HEADER = "x-context-manager-branch"
 DEFAULT_PORT = 8787
+INSTALL_HINT = (
+    "the gateway needs starlette and uvicorn: pip install 'thinking-context-manager[gateway]'"
+)
+"""What ``gateway_app`` (and ``context-manager gateway``) says when the extra is missing."""
 LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost"})
 FORWARDED_HEADERS = ("anthropic-version",)
 """Request headers passed on as they came (besides the credentials and the betas)."""
@@ -249,9 +253,16 @@ def gateway_app(
         strategy: a window the library manages; ``None`` follows each framework's own.
         simulator_client: the simulator's client to answer with when there is no upstream.
         tracer_provider: OpenTelemetry for every agent (``docs/tracing.md``).
+
+    Raises:
+        ModuleNotFoundError: starlette is not installed; the message is ``INSTALL_HINT`` (how to
+            install the ``gateway`` extra).
     """
-    from starlette.applications import Starlette
-    from starlette.routing import Route
+    try:
+        from starlette.applications import Starlette
+        from starlette.routing import Route
+    except ImportError as err:
+        raise ModuleNotFoundError(INSTALL_HINT, name=err.name) from err
 
     agents = ManagedAgents(
         store,

@@ -64,7 +64,7 @@ class Access:
         try:
             text = Path(where).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as err:
-            raise TokensFileError(where, 0, f"cannot read it ({err})") from err
+            raise TokensFileError(where, 0, f"cannot read it ({_unreadable(err)})") from err
         return cls.parse(text, where=where)
 
     @classmethod
@@ -136,3 +136,16 @@ def reads_reasoning(
     if not sees_agent(principal, agent, known):
         return False
     return principal.owner or (asker is not None and asker == principal.name)
+
+
+def _unreadable(err: OSError | UnicodeDecodeError) -> str:
+    """Why a file could not be read, in a few words (no errno, no repeated path)."""
+    if isinstance(err, UnicodeDecodeError):
+        return "not UTF-8 text"
+    if isinstance(err, FileNotFoundError):
+        return "no such file"
+    if isinstance(err, IsADirectoryError):
+        return "it is a directory"
+    if isinstance(err, PermissionError):
+        return "permission denied"
+    return (err.strerror or str(err)).lower()

@@ -428,3 +428,16 @@ async def test_a_reply_carrying_a_date_is_answered_whole_as_json_and_as_a_stream
         ("user", "Run it."),
         ("assistant", "Done."),
     ]
+
+
+def test_gateway_app_without_starlette_says_how_to_install_the_gateway_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in [n for n in sys.modules if n == "starlette" or n.startswith("starlette.")]:
+        monkeypatch.setitem(sys.modules, name, None)  # importing it fails, as when not installed
+    with pytest.raises(ImportError) as raised:
+        gateway_app(MemoryStore())
+    assert str(raised.value) == (
+        "the gateway needs starlette and uvicorn: pip install 'thinking-context-manager[gateway]'"
+    )
+    assert isinstance(raised.value, ModuleNotFoundError)  # what it raised before, still caught

@@ -210,11 +210,39 @@ def test_the_demo_summary_counts_lines_by_form_and_cause(
     assert rows[("head", "head")] == "2"
     assert ("count", "first") not in rows  # a fork after main's first compile is no first one
     assert rows[("count", "messages")] == "1"
-    assert rows[("count", "drops")] == "2"
+    assert rows[("count", "drops")] == "3"  # scene 6 tells twice, scene 7 once
     assert rows[("at-least", "drops")] == "1"
     assert re.search(r"provider drops placed on stored replies\s+[1-9]", summary)
     assert re.search(r"provider drops that could not be placed\s+2", summary)
     assert re.search(r"thinking blocks stripped at compile \(on_thinking_strip\)\s+[1-9]", summary)
+
+
+def scene(done: subprocess.CompletedProcess[str], number: int) -> str:
+    """What the demo printed under scene ``number``'s heading, up to the next heading."""
+    after = done.stdout.split(f"== Scene {number}/8: ", 1)[1]
+    return after.split("\n== ", 1)[0]
+
+
+def test_the_demo_drop_scene_tells_the_incident_again_when_it_grows_to_several_replies(
+    demo: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
+    done, _ = demo
+    printed = scene(done, 6)
+    assert "told again when it grows (several)" in printed
+    told = [line for line in printed.splitlines() if "notice    [reasoning]" in line]
+    assert len(told) == 2, printed
+    assert "the reasoning behind one of your replies, the one beginning" in told[0]
+    assert re.search(r"the reasoning behind [2-9] of your replies, the first being", told[1])
+
+
+def test_the_demo_fork_scene_shows_the_imported_thinking_left_out_and_nothing_told(
+    demo: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
+    done, _ = demo
+    printed = scene(done, 5)
+    assert "Look for: left out, not told between turns" in printed
+    assert "(compiler) left out 2 thinking block(s) of the imported replies" in printed
+    assert "notice    [reasoning]" not in printed
 
 
 def test_the_demo_refuses_a_database_that_already_holds_a_demo_run(

@@ -240,3 +240,12 @@ def test_ctrl_c_once_the_turn_has_answered_prints_the_reply_and_does_not_say_int
     assert "You said: hello" in out
     assert "interrupted" not in err
     assert err.splitlines()[-1] == "context-manager: stopped; everything stored so far is kept"
+
+
+def test_run_help_lists_every_command_the_sessions_own_help_lists(tmp_path: Path) -> None:
+    inside = cli("run", "--db", tmp_path / "a.db", "--agent", "ada", stdin="/help\n")
+    assert inside.returncode == 0, inside.stderr
+    listed = re.findall(r"^  (/\w+(?: [A-Z]+)?) ", inside.stdout, re.MULTILINE)
+    assert "/compact" in listed
+    outside = " ".join(cli("run", "--help").stdout.split())  # argparse wraps the description
+    assert f"Commands: {', '.join(listed)}." in outside

@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from helpers import CLI_ENV, cli
+from helpers import CLI_ENV, cli, cli_without, snapshot
 
 OWNER = "owner-token-0123456789"
 
 
-def start(*args: object) -> tuple[subprocess.Popen[str], str]:
-    """Start ``context-manager ARGS`` and read its stdout up to the console's URL."""
+def start(*args: object, seen: list[str] | None = None) -> tuple[subprocess.Popen[str], str]:
+    """Start ``context-manager ARGS`` and read its stdout up to the console's URL (the lines
+    before it go to ``seen``)."""
     process = subprocess.Popen(
         [sys.executable, "-m", "context_manager", *map(str, args)],
         stdout=subprocess.PIPE,
@@ -28,6 +31,8 @@ def start(*args: object) -> tuple[subprocess.Popen[str], str]:
     for line in process.stdout:
         if line.startswith("console: "):
             return process, line.removeprefix("console: ").strip()
+        if seen is not None:
+            seen.append(line.rstrip("\n"))
     process.kill()
     _, stderr = process.communicate()
     raise AssertionError(f"no console URL; stderr: {stderr}")
@@ -83,6 +88,27 @@ def test_demo_serve_keeps_the_console_open_on_the_demo_database(tmp_path: Path) 
     assert refused[0] == 401
 
 
+def test_demo_serve_without_db_says_its_temporary_file_lasts_until_the_console_stops() -> None:
+    printed: list[str] = []
+    process, _ = start("demo", "--serve", "--port", 0, seen=printed)
+    try:
+        said = next(line for line in printed if line.startswith("The transcript is"))
+        path = Path(re.findall(r"context-manager transcript (\S+) --reasoning", printed[-1])[0])
+        readable = cli("transcript", path, "--branch", "main")
+        existed = path.is_file()
+    finally:
+        code, stderr = stop(process)
+    assert said == (
+        f"The transcript is in a temporary file, {path}, removed when the console stops "
+        "(pass --db PATH to keep it). Until then, read it with:"
+    )
+    assert existed
+    assert readable.returncode == 0, readable.stderr  # the printed commands work meanwhile
+    assert code == 130
+    assert "the demo's temporary database was removed (pass --db PATH to keep one)" in stderr
+    assert not path.exists()  # as the message said
+
+
 @pytest.mark.parametrize(
     ("text", "why"),
     [
@@ -101,3 +127,48 @@ def test_a_bad_tokens_file_is_refused_in_one_line(tmp_path: Path, text: str, why
     assert result.returncode == 2
     assert why in result.stderr
     assert result.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("make", "why"),
+    [
+        (lambda path: None, "cannot read it (no such file)"),
+        (lambda path: path.mkdir(), "cannot read it (it is a directory)"),
+        (lambda path: path.write_text("# nothing\n"), "no tokens in it"),
+    ],
+)
+def test_a_tokens_file_unusable_as_a_whole_is_named_without_a_line_number(
+    tmp_path: Path, make: Callable[[Path], object], why: str
+) -> None:
+    tokens = tmp_path / "tokens.txt"
+    make(tokens)
+    done = cli("serve", "--db", tmp_path / "none.db", "--tokens", tokens, "--port", 0)
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"context-manager: error: {tokens}: {why}")
+    assert done.stderr.count("\n") == 1
+    assert done.stdout == ""
+
+
+WEB_HINT = "the console needs the web extra: pip install 'thinking-context-manager[web]'"
+GATEWAY_HINT = (
+    "the gateway needs starlette and uvicorn: pip install 'thinking-context-manager[gateway]'"
+)
+
+
+@pytest.mark.parametrize("missing", ["starlette", "uvicorn"])
+@pytest.mark.parametrize(
+    ("command", "hint"),
+    [
+        (["serve"], WEB_HINT),
+        (["demo", "--serve"], WEB_HINT),
+        (["gateway"], GATEWAY_HINT),
+    ],
+)
+def test_a_missing_extra_is_said_in_one_line_before_anything_runs_or_is_written(
+    tmp_path: Path, missing: str, command: list[str], hint: str
+) -> None:
+    database = tmp_path / "agents.db"
+    done = cli_without([missing], *command, "--db", database)
+    assert (done.returncode, done.stderr) == (2, f"context-manager: error: {hint}\n")
+    assert done.stdout == ""  # the demo's scenes did not run
+    assert snapshot(tmp_path) == {}  # nor was any database created

@@ -31,12 +31,25 @@ def test_verify_on_a_database_written_by_run_holds_and_writes_nothing(tmp_path: 
     assert snapshot(tmp_path) == before
 
 
-def test_verify_on_the_demo_database_holds(tmp_path: Path) -> None:
+def test_verify_on_the_demo_database_holds_and_its_summary_counts_the_skipped_replies(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "demo.db"
     assert cli("demo", "--db", path).returncode == 0
     done = cli("verify", path, "--agent", "ada")
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stdout.splitlines()[-1].endswith("replies held.")
+    assert done.returncode == 0, done.stdout + done.stderr  # a skipped reply is no failure
+    *replies, summary = done.stdout.splitlines()
+    held = [line for line in replies if ": held, " in line]
+    no_head = [line for line in replies if ": skipped, the head it was made under" in line]
+    compaction = [line for line in replies if ": skipped, its request carries a server" in line]
+    assert len(held) + len(no_head) + len(compaction) == len(replies)
+    assert no_head
+    assert compaction
+    assert summary == (
+        f"{len(held)} of {len(replies)} replies held, {len(no_head) + len(compaction)} skipped "
+        f"(not replayed: {len(no_head)} made under a head not in the store, {len(compaction)} "
+        "carrying a server compaction only the API can judge)."
+    )
 
 
 def test_dry_run_prints_each_request_with_error_mode_and_sends_nothing(tmp_path: Path) -> None:
