@@ -175,7 +175,7 @@ def _add_transcript(commands: Commands, common: argparse.ArgumentParser) -> None
         "--json",
         action="store_true",
         help="one JSON object per line: id, sequence, branch, role, kind, target, text, "
-        "blocks, created_at",
+        "summary, blocks, created_at",
     )
     transcript.add_argument(
         "--reasoning",

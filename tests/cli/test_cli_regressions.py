@@ -249,3 +249,15 @@ def test_run_help_lists_every_command_the_sessions_own_help_lists(tmp_path: Path
     assert "/compact" in listed
     outside = " ".join(cli("run", "--help").stdout.split())  # argparse wraps the description
     assert f"Commands: {', '.join(listed)}." in outside
+
+
+def test_transcript_help_names_every_field_a_json_line_carries(tmp_path: Path) -> None:
+    path = tmp_path / "a.db"
+    cm = ContextManager.open(SQLiteStore(path), namespace="ada")
+    cm.add_message("user", "hello")
+    cm.store.close()
+    shown = cli("transcript", path, "--json")
+    assert shown.returncode == 0, shown.stderr
+    fields = list(json.loads(shown.stdout.splitlines()[0]))
+    helped = " ".join(cli("transcript", "--help").stdout.split())  # argparse wraps the help
+    assert f"one JSON object per line: {', '.join(fields)}" in helped
