@@ -639,3 +639,33 @@ def differing_fields(mine: Any, theirs: Any, **instead: Any) -> dict[str, Any]:
     return {
         name: value for name, value in ours.items() if name in compared and value != other[name]
     }
+
+
+def start_console(
+    *args: object, seen: list[str] | None = None
+) -> tuple[subprocess.Popen[str], str]:
+    """Start ``context-manager ARGS`` and read its stdout up to the console's URL (the lines
+    before it go to ``seen``)."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "context_manager", *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=CLI_ENV,
+    )
+    assert process.stdout is not None
+    for line in process.stdout:
+        if line.startswith("console: "):
+            return process, line.removeprefix("console: ").strip()
+        if seen is not None:
+            seen.append(line.rstrip("\n"))
+    process.kill()
+    _, stderr = process.communicate()
+    raise AssertionError(f"no console URL; stderr: {stderr}")
+
+
+def stop_console(process: subprocess.Popen[str]) -> tuple[int, str]:
+    """Ctrl-C it; its exit code and stderr (its pipes read to the end and closed)."""
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=20)
+    return process.returncode, stderr

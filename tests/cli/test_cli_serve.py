@@ -3,39 +3,15 @@
 from __future__ import annotations
 
 import re
-import signal
-import subprocess
-import sys
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from helpers import CLI_ENV, cli, cli_without, snapshot
+from helpers import cli, cli_without, snapshot, start_console, stop_console
 
 OWNER = "owner-token-0123456789"
-
-
-def start(*args: object, seen: list[str] | None = None) -> tuple[subprocess.Popen[str], str]:
-    """Start ``context-manager ARGS`` and read its stdout up to the console's URL (the lines
-    before it go to ``seen``)."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "context_manager", *map(str, args)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=CLI_ENV,
-    )
-    assert process.stdout is not None
-    for line in process.stdout:
-        if line.startswith("console: "):
-            return process, line.removeprefix("console: ").strip()
-        if seen is not None:
-            seen.append(line.rstrip("\n"))
-    process.kill()
-    _, stderr = process.communicate()
-    raise AssertionError(f"no console URL; stderr: {stderr}")
 
 
 def get(url: str, token: str | None = None) -> tuple[int, str]:
@@ -49,22 +25,15 @@ def get(url: str, token: str | None = None) -> tuple[int, str]:
         return err.code, err.read().decode()
 
 
-def stop(process: subprocess.Popen[str]) -> tuple[int, str]:
-    """Ctrl-C it; its exit code and stderr (its pipes read to the end and closed)."""
-    process.send_signal(signal.SIGINT)
-    _, stderr = process.communicate(timeout=20)
-    return process.returncode, stderr
-
-
 def test_demo_serve_keeps_the_console_open_on_the_demo_database(tmp_path: Path) -> None:
     database = tmp_path / "demo.db"
-    process, entry = start("demo", "--db", database, "--serve", "--port", 0)
+    process, entry = start_console("demo", "--db", database, "--serve", "--port", 0)
     try:
         base, _, token = entry.partition("/?token=")
         no_token = get(f"{base}/agents/ada")
         page = get(f"{base}/agents/ada", token)
     finally:
-        code, said = stop(process)
+        code, said = stop_console(process)
     assert no_token[0] == 401
     assert page[0] == 200
     assert "[reasoning] notice" in page[1]
@@ -72,12 +41,12 @@ def test_demo_serve_keeps_the_console_open_on_the_demo_database(tmp_path: Path) 
     assert f"what the demo stored so far is kept in {database}" in said
     tokens = tmp_path / "tokens.txt"
     tokens.write_text(f"# the owner\n{OWNER} alice *\n")
-    process, entry = start("serve", "--db", database, "--tokens", tokens, "--port", 0)
+    process, entry = start_console("serve", "--db", database, "--tokens", tokens, "--port", 0)
     try:
         listing = get(f"{entry.rstrip('/')}/", OWNER)
         refused = get(f"{entry.rstrip('/')}/", "not-a-known-token-at-all")
     finally:
-        code, said = stop(process)
+        code, said = stop_console(process)
     assert (code, said.strip().splitlines()[-1]) == (
         130,
         "context-manager: interrupted; the console stopped; nothing was written",
@@ -90,14 +59,14 @@ def test_demo_serve_keeps_the_console_open_on_the_demo_database(tmp_path: Path) 
 
 def test_demo_serve_without_db_says_its_temporary_file_lasts_until_the_console_stops() -> None:
     printed: list[str] = []
-    process, _ = start("demo", "--serve", "--port", 0, seen=printed)
+    process, _ = start_console("demo", "--serve", "--port", 0, seen=printed)
     try:
         said = next(line for line in printed if line.startswith("The transcript is"))
         path = Path(re.findall(r"context-manager transcript (\S+) --reasoning", printed[-1])[0])
         readable = cli("transcript", path, "--branch", "main")
         existed = path.is_file()
     finally:
-        code, stderr = stop(process)
+        code, stderr = stop_console(process)
     assert said == (
         f"The transcript is in a temporary file, {path}, removed when the console stops "
         "(pass --db PATH to keep it). Until then, read it with:"

@@ -217,3 +217,21 @@ def test_each_test_folder_names_a_layer_that_exists(folder: str) -> None:
     layer = TEST_FOLDERS[folder]
     assert (ROOT / "tests" / folder).is_dir(), folder
     assert layer is None or _known(layer), layer
+
+
+def test_a_test_module_imports_other_test_modules_only_from_its_own_folder() -> None:
+    """Shared helpers live in ``tests/helpers.py``: a test module found only because another
+    folder's tests were collected first imports in one run and fails in the next."""
+    tests = ROOT / "tests"
+    for path in sorted(tests.rglob("test_*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            names = (
+                [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else [alias.name for alias in node.names]
+                if isinstance(node, ast.Import)
+                else []
+            )
+            for name in names:
+                if name.startswith("test_"):
+                    assert (path.parent / f"{name}.py").exists(), f"{path}: {name}"

@@ -10,7 +10,14 @@ from typing import Any
 
 import attrs
 import pytest
-from helpers import FAST_RETRY, PROBE_HEAD, SUMMARIZED, slow_client
+from helpers import (
+    FAST_RETRY,
+    PROBE_HEAD,
+    SUMMARIZED,
+    slow_client,
+    start_console,
+    stop_console,
+)
 from postgres_server import Server, drop_schema, fresh_schema
 
 from context_manager import MemoryStore, PostgresStore
@@ -93,7 +100,6 @@ def test_publishing_needs_postgresql() -> None:
 async def test_context_manager_serve_on_postgresql_streams_what_a_runtime_publishes(
     postgres_dsn: str, tmp_path: Any
 ) -> None:
-    from test_cli_serve import start, stop
 
     tokens = tmp_path / "tokens.txt"
     tokens.write_text("owner-token-0123456789 alice *\n")
@@ -102,7 +108,7 @@ async def test_context_manager_serve_on_postgresql_streams_what_a_runtime_publis
     runtime = Runtime(slow_client(Simulator(script=script), gate, after=2), host, retry=FAST_RETRY)
     agent = runtime.register(Agent("ada", HEAD))
     process, entry = await asyncio.to_thread(
-        start, "serve", "--db", postgres_dsn, "--tokens", tokens, "--port", 0
+        start_console, "serve", "--db", postgres_dsn, "--tokens", tokens, "--port", 0
     )
 
     def first_frame(expected: str) -> list[str]:
@@ -137,7 +143,7 @@ async def test_context_manager_serve_on_postgresql_streams_what_a_runtime_publis
             gate.set()
             await turn
     finally:
-        await asyncio.to_thread(stop, process)
+        await asyncio.to_thread(stop_console, process)
         host.close()
     name, data = frame
     assert name == "event: reasoning-partial"
