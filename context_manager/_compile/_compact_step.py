@@ -24,7 +24,8 @@ from context_manager._model._log import library_logger
 from context_manager._model._messages import HEAD_CHANGE_KIND, MessageId
 from context_manager._model._results import CompileResult
 
-from ._compaction import compaction_meta, compaction_request, unmarked
+from ._compaction import COMPACTION_KIND, compaction_meta, compaction_request, unmarked
+from ._fold import SUMMARY_KIND
 from ._host import CompileHost
 from ._strategies import Compact
 
@@ -109,6 +110,18 @@ def changed_after(m: CompileHost, sequence: int) -> bool:
     """Whether a head change is stored on the branch after ``sequence``."""
     after = m.store.read(m.namespace, m.lineage(), after=sequence)
     return any(msg.metadata.kind == HEAD_CHANGE_KIND for msg in after)
+
+
+def opened_after(m: CompileHost, sequence: int) -> bool:
+    """Whether a compaction block or a fold's summary is stored on the branch after
+    ``sequence`` (another process's or host's: one of this manager's own ends its pending
+    compaction first). O(1) reads: the newest of each kind."""
+    lineage = m.lineage()
+    for kind in (COMPACTION_KIND, SUMMARY_KIND):
+        newest = m.store.read(m.namespace, lineage, kind=kind, limit=1, newest_first=True)
+        if newest and newest[0].sequence > sequence:
+            return True
+    return False
 
 
 def starts(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:

@@ -4,8 +4,10 @@ One ``Compactor`` per ``ContextManager``. It keeps, per branch, the last committ
 (``note``): the request a compaction repeats (rule 25: exactly a request already sent). A
 compaction is due when the strategy is ``Compact`` and that request passed its trigger. A
 background compaction (rule 27) is ``pending`` from ``begin`` to ``finish``: meanwhile no second
-one is asked on the branch, and an edit (``edited``) or a branch switch abandons it; the block
-is stored in one append when it arrives, or not at all.
+one is asked on the branch, and an edit (``edited``, or any writer's: the store's change serial),
+a branch switch, or a compaction or fold another writer stored on the branch (rule 24: only the
+newest block is sent) abandons it; the block is stored in one append when it arrives, or not at
+all.
 Failures: a ``stop_reason`` other than ``compaction`` stores nothing (``_compact_step``); a
 model that cannot compact (a 400 saying so) or ``FAILURE_LIMIT`` failures in a row switch the
 manager to the strategy's ``fallback`` with one warning (``compaction_fallback``). Anything
@@ -35,6 +37,7 @@ from ._compact_step import (
     CompactionPlan,
     changed_after,
     compaction_plan,
+    opened_after,
     starts,
     store_compaction,
 )
@@ -64,6 +67,9 @@ class PendingCompaction:
     plan: CompactionPlan
     edits: int
     """The manager's edit count when it was asked (an edit since abandons it)."""
+    serial: int | None = None
+    """The store's change serial when it was asked: an edit since by any writer (another
+    process or host) abandons it too (``None``: not read)."""
 
     @property
     def request(self) -> dict[str, Any]:
@@ -153,7 +159,8 @@ class Compactor:
         plan = self.plan()
         if plan is None:
             return None
-        pending = PendingCompaction(plan, self._edits)
+        serial = self._host.store.change_serial(self._host.namespace)
+        pending = PendingCompaction(plan, self._edits, serial)
         self._pending[plan.branch] = pending
         self._diverged.pop(plan.branch, None)
         log.info(
@@ -184,14 +191,24 @@ class Compactor:
         if isinstance(answer, BaseException):
             self._failed(answer)
             return f"the compaction call failed: {answer!r}"
-        if pending.edits != self._edits:
+        if pending.edits != self._edits or self._edited_elsewhere(pending):
             return "a stored message was edited while it ran"
         if self._host.current_branch_key() != pending.plan.branch:
             return "the current branch changed while it ran"
         plan = pending.plan
+        if opened_after(self._host, plan.covers_upto):
+            # another writer compacted or folded meanwhile: only the newest block is sent
+            # (rule 24), and this older one would stand before turns that one summarized
+            return "another compaction or fold was stored on the branch while it ran"
         if plan.summarizes_changes and changed_after(self._host, plan.covers_upto):
             return "a head change was appended while it ran, after one it summarizes (rule 26)"
         return None
+
+    def _edited_elsewhere(self, pending: PendingCompaction) -> bool:
+        """Whether a stored message was edited since ``pending`` was asked, by any writer."""
+        if pending.serial is None:
+            return False
+        return self._host.store.changed_since(self._host.namespace, pending.serial) is not None
 
     def abandon(self, pending: PendingCompaction, why: str) -> None:
         """Forget ``pending``: its answer, if one comes, is not swapped in."""
@@ -312,8 +329,9 @@ class Compacting:
         stored as a ``compaction`` message covering exactly the messages the request held,
         everything appended since kept after it; the next compile sends the swapped history.
         ``None`` when no block came back (``compaction_skipped``) or the compaction was
-        abandoned (``compaction_abandoned``: the call failed, a message was edited, or the
-        branch changed while it ran); the history is then as it was."""
+        abandoned (``compaction_abandoned``: the call failed, a message was edited, the branch
+        changed, or another writer compacted or folded it while it ran); the history is then as
+        it was."""
         return self._compactor.finish(pending, answer)
 
     def abandon_compaction(self, pending: PendingCompaction, why: str = "abandoned") -> None:

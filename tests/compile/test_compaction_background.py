@@ -33,6 +33,7 @@ from helpers import (
     thinking_signatures,
     unmarked,
 )
+from structlog.testing import capture_logs
 
 from context_manager import Compact, ContextManager, Fold, SQLiteStore, Store
 from context_manager.runtime import Agent, Runtime, TurnResult
@@ -390,3 +391,60 @@ async def test_a_tool_added_back_while_compacting_a_request_ending_in_its_remova
     assert invalid_calls(sim) == []
     assert "compaction_abandoned" in caplog.text
     assert ada.context.messages(kind="compaction") == []
+
+
+async def two_hosts(sqlite_path: Any) -> tuple[Simulator, asyncio.Event, Agent, Agent]:
+    """Host B compacting in the background through a gate (its compaction in flight when this
+    returns) and host A on the same file and simulator, compacting in the foreground."""
+    sim = Simulator(script=calling_script("probe"))
+    gate = asyncio.Event()
+    gated = Runtime(compaction_gated_client(sim, gate), SQLiteStore(sqlite_path), retry=FAST_RETRY)
+    host_b = agent_on(gated, background=True)
+    await until_compaction_sent(host_b, sim)
+    host_a = agent_on(Runtime(sim.client(), SQLiteStore(sqlite_path), retry=FAST_RETRY))
+    return sim, gate, host_a, host_b
+
+
+async def test_a_compaction_another_host_stored_meanwhile_abandons_this_hosts_older_one(
+    sqlite_path: Any,
+) -> None:
+    """Rule 24 (only the newest block is sent) with rule 27: host A compacts and goes on while
+    host B's compaction of an older request runs; B's block arriving later is not swapped in
+    (it stood before turns A's block summarized, and the thinking made after A's block was
+    dropped for its prefix), and B's next turn builds on A's block."""
+    sim, gate, host_a, host_b = await two_hosts(sqlite_path)
+    for n in range(20, 32):
+        await host_a.run_turn(turn_text(n))
+        if host_a.context.messages(kind="compaction"):
+            break
+    [newer] = host_a.context.messages(kind="compaction")
+    await host_a.run_turn("Anything after the summary?")
+    gate.set()
+
+    with capture_logs() as logs:
+        assert await host_b.settle_compaction() is None
+
+    [abandoned] = [e for e in logs if e["event"] == "compaction_abandoned"]
+    assert abandoned["reason"] == "another compaction or fold was stored on the branch while it ran"
+    assert [m.id for m in host_b.context.messages(kind="compaction")] == [newer.id]
+    await host_b.run_turn("Host B again: where are we?")
+    assert request_blocks(sim.calls[-1].request)[0]["type"] == "compaction"
+    assert invalid_calls(sim) == []
+
+
+async def test_an_edit_another_host_made_while_a_background_compaction_runs_abandons_it(
+    sqlite_path: Any,
+) -> None:
+    sim, gate, host_a, host_b = await two_hosts(sqlite_path)
+    first = host_a.context.messages()[0]
+    host_a.context.edit_message(first.id, "Turn 0, as corrected on the other host.")
+    gate.set()
+
+    with capture_logs() as logs:
+        assert await host_b.settle_compaction() is None
+
+    [abandoned] = [e for e in logs if e["event"] == "compaction_abandoned"]
+    assert abandoned["reason"] == "a stored message was edited while it ran"
+    assert host_b.context.messages(kind="compaction") == []
+    await host_b.run_turn("Still there?")
+    assert invalid_calls(sim) == []
