@@ -71,6 +71,9 @@ class Outcome:
     why: str = "the head it was made under is not in the store"
     counted_as: str = "made under a head not in the store"
     """How the summary counts it when skipped."""
+    put_back: int = 0
+    """Of the blocks not counted as sent, those that went out only as the open tool round's
+    reply, as recorded (provider rule 6), predicted to be dropped (``CompileResult.put_back``)."""
 
     @property
     def held(self) -> bool:
@@ -79,10 +82,14 @@ class Outcome:
     def line(self) -> str:
         if self.skipped:
             return f"{self.reply.id}: skipped, {self.why}"
-        lost = self.blocks - self.sent
+        lost = self.blocks - self.sent - self.put_back
         said = f"{self.sent} of {self.blocks} thinking blocks sent"
         if lost:
             said += f" ({lost} left out by the compiler, predicted)"
+        if self.put_back:
+            said += (
+                f" ({self.put_back} only in the open round's reply as recorded, predicted dropped)"
+            )
         if self.refused:
             return f"{self.reply.id}: REFUSED at {', '.join(self.refused)}: {self.error}"
         if self.dropped:
@@ -168,7 +175,7 @@ def _replay(cm: ContextManager, args: argparse.Namespace, out: TextIO, anchored:
             print(outcomes[-1].line(), file=out)
             continue
         result = cm.compile(head, dry_run=True)
-        request = _enforced(result.request)
+        request = _enforced(result.request, bool(result.put_back))
         if client is not None and _foreign_compaction(request):
             outcomes.append(
                 Outcome(
@@ -271,10 +278,14 @@ def _anchored_heads(db: Path, agent: str) -> list[str]:
     return [str(row[0]) for row in rows]
 
 
-def _enforced(request: dict[str, Any]) -> dict[str, Any]:
-    """``request`` asking the provider to refuse any block its prefix check fails."""
+def _enforced(request: dict[str, Any], put_back: bool = False) -> dict[str, Any]:
+    """``request`` asking the provider to refuse any block its prefix check fails; with
+    ``put_back`` (the open round's reply goes out as recorded with thinking the compiler
+    predicts fails, ``CompileResult.put_back``), to drop each instead and say where, so the
+    request is still judged block by block."""
     thinking = dict(request.get("thinking") or {})
-    thinking["block_binding"] = {"prefix_mismatch_behavior": "error"}
+    behavior = "drop_block" if put_back else "error"
+    thinking["block_binding"] = {"prefix_mismatch_behavior": behavior}
     betas = list(request.get("betas", ()))
     if BINDING_BETA not in betas:
         betas.append(BINDING_BETA)
@@ -294,21 +305,35 @@ def _send(
         for source in entry.sources
         if source.message_id == reply.id
     )
+    put_back = _put_back_of(result, reply)
+    sent -= put_back  # sent as recorded, predicted to be dropped
     try:
         message = client.beta.messages.create(**request)
     except anthropic.BadRequestError as err:
         text = str(err)
         paths = tuple(dict.fromkeys(PATH.findall(text)))
-        return Outcome(reply, sent, blocks, refused=paths or ("?",), error=text[:300])
+        return Outcome(
+            reply, sent, blocks, refused=paths or ("?",), error=text[:300], put_back=put_back
+        )
     except anthropic.APIError as err:
-        return Outcome(reply, sent, blocks, error=str(err)[:300])
-    expected = set(result.unreadable)
+        return Outcome(reply, sent, blocks, error=str(err)[:300], put_back=put_back)
+    expected = set(result.unreadable) | set(result.put_back)
     dropped = tuple(
         t.path
         for t in message.input_transformations or []
         if t.type == "thinking_dropped" and t.path not in expected
     )
-    return Outcome(reply, sent, blocks, dropped=dropped)
+    return Outcome(reply, sent, blocks, dropped=dropped, put_back=put_back)
+
+
+def _put_back_of(result: CompileResult, reply: StoredMessage) -> int:
+    """How many of ``reply``'s thinking blocks the request carries only as the open round's
+    reply sent as recorded (``CompileResult.put_back``)."""
+    if not result.put_back:
+        return 0
+    index = int(result.put_back[0].split(".")[1])
+    source = result.provenance[index].single_source
+    return len(result.put_back) if source is not None and source.message_id == reply.id else 0
 
 
 FOREIGN_COMPACTION = (

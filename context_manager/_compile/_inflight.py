@@ -64,6 +64,16 @@ class Restored:
     entry: ProvenanceEntry
     put_back: tuple[tuple[MessageId, int], ...]
 
+    @property
+    def paths(self) -> tuple[str, ...]:
+        """Where the blocks put back are sent (``messages.i.content.j``), in order."""
+        source = self.entry.single_source
+        if source is None:
+            return ()
+        back = {block for _, block in self.put_back}
+        at = self.index
+        return tuple(f"messages.{at}.content.{j}" for j, b in source.blocks.items() if b in back)
+
 
 def restore_inflight(
     state: RenderState,

@@ -205,6 +205,7 @@ def compile_result(run: Run, draft: Draft, appended: tuple[MessageId, ...]) -> C
         restored=draft.restored,
         appended=appended,
         unreadable=tuple(state.unread.values()),
+        put_back=draft.inflight.paths if draft.inflight is not None else (),
         predicted_mismatches=tuple(state.predicted.values()),
         shed=tuple(dict.fromkeys(e.message_id for e in draft.entries if e.reason == "shed")),
         folded=len(draft.effects.fold.covered) if draft.effects.fold is not None else 0,

@@ -145,6 +145,12 @@ class CompileResult:
     they stay in the request so that the blocks made meanwhile stay valid and a switch back to a
     model that reads them reads them all (provider rule 8). The strip reports them as a ``head``
     loss (``model``); ``place_drops`` expects their drops and does not count them."""
+    put_back: tuple[str, ...] = ()
+    """Paths of the open tool round's thinking blocks sent as recorded although the rules
+    leave them out (provider rule 6: that message is never altered, SPEC 7): under
+    ``drop_block`` the provider drops them (placed and told like any drop), under
+    ``prefix_mismatch_behavior: "error"`` it refuses the request. Empty when nothing was put
+    back."""
     predicted_mismatches: tuple[str, ...] = ()
     """Observe mode (``ThinkingBinding(enforcement="observe")``): paths of thinking blocks the
     request sends that enforcement would leave out, oldest first. The compiler predicts the

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 from pathlib import Path
+from typing import Any
 
-from helpers import cli, snapshot
+from helpers import FAST_RETRY, cli, invalid_calls, snapshot
 
-from context_manager import ContextManager, SQLiteStore
+from context_manager import ContextManager, Head, SQLiteStore, Window
 from context_manager._binding._chain import block_bytes, own_digest
 from context_manager._cli._db import open_sidecar, sidecar_path
 from context_manager._model._content import block_to_wire, is_thinking
 from context_manager._reasoning._capture import ReasoningCapture
+from context_manager.runtime import Agent, Runtime
+from context_manager.simulator import Simulator
 
 SESSION = "hello\nhow are you\n/system You are Ada, terse.\nand now\n/tools\nwhat time is it\n"
 
@@ -124,3 +128,53 @@ def test_verify_of_a_missing_agent_or_postgres_uri_is_bad_input(tmp_path: Path) 
     assert cli("run", "--db", path, "--agent", "ada", stdin="hello\n").returncode == 0
     assert cli("verify", path, "--agent", "bob").returncode == 2
     assert cli("verify", "postgresql://nowhere/x", "--agent", "ada").returncode == 2
+
+
+def test_verify_predicts_the_open_rounds_reply_it_must_send_as_recorded(tmp_path: Path) -> None:
+    """A reply that called a tool, made under a window that had jumped: verify replays the cut
+    after it (its round still open) on the whole branch, where the reply must still go out as
+    recorded (provider rule 6) and its thinking fails the prefix check. The compiler says so
+    (``CompileResult.put_back``); verify sends that request with ``drop_block`` and expects
+    exactly that drop, instead of a refusal it reported as unpredicted."""
+    path = tmp_path / "agent.db"
+    asyncio.run(_windowed_tool_turns(path))
+
+    done = cli("verify", path, "--agent", "ada")
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "REFUSED" not in done.stdout
+    assert "1 only in the open round's reply as recorded, predicted dropped" in done.stdout
+    assert done.stdout.splitlines()[-1] == "6 of 6 replies held."
+
+
+async def _windowed_tool_turns(path: Path) -> None:
+    tool = {"name": "read_log", "description": "Read.", "input_schema": {"type": "object"}}
+    head = Head(
+        model="claude-opus-5-5",
+        system="You are Ada.",
+        tools=[tool],
+        settings={"max_tokens": 2048, "thinking": {"type": "adaptive"}},
+    )
+    sim = Simulator(script=_long_replies)
+    runtime = Runtime(sim.client(), SQLiteStore(path), retry=FAST_RETRY)
+    ada = runtime.register(
+        Agent("ada", head, tools={"read_log": lambda _: "all quiet"}, strategy=Window(300))
+    )
+    for n in range(4):
+        await ada.run_turn(f"Turn {n}: " + "please go on " * 10)
+    await ada.run_turn("Turn 4: please use tool")
+    assert invalid_calls(sim) == []
+    ada.context.store.close()
+
+
+def _long_replies(request: dict[str, Any]) -> list[Any]:
+    """Think, then call ``read_log`` when asked to use a tool, else answer at length (so a
+    window of 300 tokens jumps within a few turns)."""
+    last = request["messages"][-1]["content"]
+    blocks = last if isinstance(last, list) else [{"type": "text", "text": last}]
+    thought = {"type": "thinking", "thinking": f"step {len(request['messages'])}"}
+    if any(b.get("type") == "tool_result" for b in blocks):
+        return [thought, {"type": "text", "text": "The log is fine."}]
+    if any("use tool" in b.get("text", "") for b in blocks):
+        return [thought, {"type": "tool_use", "name": "read_log", "input": {}}]
+    return [thought, {"type": "text", "text": "Noted. " + "words " * 30}]

@@ -359,6 +359,26 @@ def test_interleaved_thinking_is_judged_block_by_block_from_the_first_invalid_on
     ]
 
 
+def test_the_open_rounds_failing_thinking_sent_as_recorded_is_named_in_put_back(
+    store: Store,
+) -> None:
+    """A system change mid-round (appending off: a head change) fails the open round's
+    thinking, which still goes out as recorded (VENDOR_RULES 6); the result names where, so
+    a caller knows the provider drops it (or refuses it under ``"error"``)."""
+    cm = ContextManager.open(store, namespace="ada", binding=STRIPS)
+    rid = _open_round_with_interleaved_thinking(cm)
+    same = cm.compile(HEAD)
+    changed = cm.compile(attrs.evolve(HEAD, system="You are Ada, terse."))
+
+    assert same.put_back == ()
+    assert thinking_count(changed) == 2
+    assert changed.put_back == ("messages.1.content.0", "messages.1.content.2")
+    for path in changed.put_back:
+        _, i, _, j = path.split(".")
+        assert changed.request["messages"][int(i)]["content"][int(j)]["type"] == "thinking"
+        assert changed.provenance[int(i)].sources[0].message_id == rid
+
+
 def test_a_tool_loop_compile_reads_the_in_flight_reply_from_the_messages_it_already_read(
     store: Store,
 ) -> None:
