@@ -2,11 +2,13 @@
 
 Stateful (``ManagedAgents``), shared by a managed client and every copy ``with_options`` makes.
 Invariants: one ``ContextManager`` per namespace, opened once, with the teller's hooks installed
-at once; a call is reconciled, sent and recorded against the same compile; a ``[reasoning]`` line
-(from a strip heard at compile, or from the call's drops) waits for the agent's next boundary (the
-next call, once the framework's new messages are stored) so it never stands between a compile and
-its reply, or between a tool call and its result; nothing the teller, the recording or a notice
-write does can fail the framework's call (each failure is logged). One writer per agent: run one
+at once; a call is reconciled, sent and recorded against the same compile, on its own branch
+(another call of the agent may move the context meanwhile: the reply is recorded after switching
+back; a dry call moves nothing); a ``[reasoning]`` line (from a strip heard at compile, or from
+the call's drops) waits for the agent's next boundary (the next call, once the framework's new
+messages are stored) so it never stands between a compile and its reply, or between a tool call
+and its result; nothing the teller, the recording or a notice write does can fail the
+framework's call (each failure is logged). One writer per agent: run one
 framework process per agent (a second writer's messages show up as the framework's edits).
 """
 
@@ -61,6 +63,18 @@ class Prepared:
 def _on(current: str, named: str) -> bool:
     """True when ``current`` is ``named`` or a branch a rewind started from it."""
     return current == named or current.startswith(f"{named}~")
+
+
+def _back_on(cm: ContextManager, key: str) -> None:
+    """Make the branch whose key is ``key`` current again, when another call of the same
+    agent on another branch moved the context while this one awaited its reply (a branch
+    deleted meanwhile is left for ``record_reply`` to refuse)."""
+    if cm.current_branch_key() == key:
+        return
+    for record in cm.store.branches(cm.namespace):
+        if record.key == key:
+            cm.switch_branch(record.ref.name)
+            return
 
 
 class ManagedAgents:
@@ -118,8 +132,12 @@ class ManagedAgents:
             return ref[0], ref[1] or None
         raise AgentUnknown(f"agent must be a namespace or (namespace, branch), got {ref!r}")
 
-    def context(self, namespace: str, branch: str | None = None) -> ContextManager:
-        """The agent's context, on ``branch`` when given (forked from the current one if new).
+    def context(
+        self, namespace: str, branch: str | None = None, *, create: bool = True
+    ) -> ContextManager:
+        """The agent's context, on ``branch`` when given (forked from the current one if new;
+        with ``create`` false a new branch is not made, and the context stays where it is: a
+        fork at the current head holds what the current branch holds).
 
         A branch a rewind started from ``branch`` (``branch~1``, ``branch~1~1``, ...) counts as
         ``branch``: the framework went on there, so the call stays on it.
@@ -131,7 +149,7 @@ class ManagedAgents:
             if branch is not None and not _on(cm.current_branch().name, branch):
                 if branch in {ref.name for ref in cm.list_branches()}:
                     cm.switch_branch(branch)
-                else:
+                elif create:
                     cm.fork(branch)
             return cm
 
@@ -214,14 +232,20 @@ class ManagedAgents:
             AgentUnknown: the agent spec gave no agent.
         """
         namespace, branch = self.resolve(body)
-        cm = self.context(namespace, branch)
-        with self._lock:
-            result = cm.reconcile(
-                body,
-                dry_run=dry_run,
-                follow_window=self.strategy is None,
-                boundary=lambda done: self._boundary(cm, done),
-            )
+        with self._lock:  # the branch stays the call's until its compile is made
+            cm = self.context(namespace)
+            before = cm.current_branch().name
+            cm = self.context(namespace, branch, create=not dry_run)
+            try:
+                result = cm.reconcile(
+                    body,
+                    dry_run=dry_run,
+                    follow_window=self.strategy is None,
+                    boundary=lambda done: self._boundary(cm, done),
+                )
+            finally:
+                if dry_run:  # a count moves nothing: the agent stays on its branch
+                    cm.switch_branch(before)
         return Prepared(namespace, cm, result)
 
     def finish(self, prepared: Prepared, message: object) -> MessageId | None:
@@ -230,6 +254,7 @@ class ManagedAgents:
         with self._lock, cm.telemetry.call(result, since=prepared.started) as call:
             call.answered(message, prepared.agent)
             try:
+                _back_on(cm, result.branch)  # another call may have moved it meanwhile
                 reply = cm.record_reply(message, result)
             except Exception as err:
                 log.error("managed_reply_not_recorded", agent=prepared.agent, error=repr(err))

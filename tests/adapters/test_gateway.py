@@ -7,6 +7,7 @@ forwards to an upstream (the simulator behind a recording ASGI app) with the cal
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -86,6 +87,48 @@ async def test_count_tokens_goes_through_the_gateway_and_stores_nothing(
         )
     assert counted.input_tokens > 0
     assert stored(store).messages() == []
+
+
+async def test_count_tokens_on_another_branch_makes_no_branch_and_moves_the_agent_nowhere(
+    store: Store, offline: str
+) -> None:
+    hello: list[Any] = [{"role": "user", "content": "hello"}]
+    async with anthropic.AsyncAnthropic(
+        base_url=offline, api_key="mine", default_headers=AGENT
+    ) as client:
+        await client.messages.create(model=MODEL, max_tokens=64, messages=hello)
+        before = [b.name for b in stored(store).list_branches()], store.current_branch_name("ada")
+        for branch in ("what-if", "main"):
+            await client.messages.count_tokens(
+                model=MODEL, messages=hello, extra_headers={BRANCH_HEADER: branch}
+            )
+        after = [b.name for b in stored(store).list_branches()], store.current_branch_name("ada")
+    assert before == after == (["main"], "main")
+
+
+async def test_two_calls_of_one_agent_on_two_branches_at_once_are_both_recorded(
+    sim: Simulator, store: Store
+) -> None:
+    """The gateway keeps one context per agent: a call on another branch, made while the first
+    awaits its reply, moved it, and the first reply was not recorded (logged only)."""
+
+    async def ask(url: str, branch: str) -> None:
+        headers = {**AGENT, BRANCH_HEADER: branch}
+        async with anthropic.AsyncAnthropic(
+            base_url=url, api_key="mine", default_headers=headers, max_retries=0
+        ) as client:
+            await client.messages.create(
+                model=MODEL, max_tokens=64, messages=[{"role": "user", "content": branch}]
+            )
+
+    upstream = recording_upstream(sim, [], delay=0.2)
+    with serve(upstream) as api, serve(gateway_app(store, upstream=api)) as url:
+        await asyncio.gather(ask(url, "b1"), ask(url, "b2"))
+    cm = stored(store)
+    for branch in ("b1", "b2"):
+        said = [m.role for m in cm.messages(branch=branch) if m.metadata.kind is None]
+        assert said[-2:] == ["user", "assistant"], (branch, said)
+    assert invalid_calls(sim) == []
 
 
 async def test_a_call_that_names_no_agent_is_refused_with_the_apis_error_shape(
@@ -169,8 +212,9 @@ def test_the_sdks_own_tool_runner_streams_through_the_gateway(
     assert [m.role for m in stored(store).messages()] == ["user", "assistant"] * 2
 
 
-def recording_upstream(sim: Simulator, seen: list[dict[str, str]]) -> Any:
-    """An upstream Messages API: the simulator, behind an app that records request headers."""
+def recording_upstream(sim: Simulator, seen: list[dict[str, str]], delay: float = 0.0) -> Any:
+    """An upstream Messages API: the simulator, behind an app that records request headers
+    (and answers after ``delay`` seconds, so calls overlap)."""
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import Response
@@ -179,6 +223,7 @@ def recording_upstream(sim: Simulator, seen: list[dict[str, str]]) -> Any:
     async def answer(request: Request) -> Response:
         headers = {k.lower(): v for k, v in request.headers.items()}
         seen.append(headers)
+        await asyncio.sleep(delay)
         reply = sim.handle("POST", request.url.path, headers, await request.body())
         kept = {k: v for k, v in reply.headers if k != "content-length"}
         return Response(reply.body, status_code=reply.status, headers=kept)
