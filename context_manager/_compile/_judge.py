@@ -131,7 +131,9 @@ def _stamped(
         reads=ctx.reads,
         last_kept=last_kept,
     )
-    intact = found is not None and _sealed(found, index, seal_now)
+    # only a head verdict asks whether the prefix is intact (``appended_cause``): a kept block,
+    # the common case, is not looked up again
+    intact = judgement.verdict == "head" and found is not None and _sealed(found, index, seal_now)
     return appended_cause(ctx, judgement.verdict, judgement.changed, found, intact=intact)
 
 
