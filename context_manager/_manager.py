@@ -54,6 +54,7 @@ from ._reconcile import KeyCache, Reconciliation
 from ._reconcile import reconcile as reconcile_params
 from ._store._hold import HOLD_TIMEOUT_SECONDS, Hold, LocalHolds, holder_identity
 from ._store._lineage import lineage_of
+from ._store._opening import opening_branch
 from ._store._protocol import BranchRecord, BranchRef, HoldStore, Lineage, Store, supports
 from ._telemetry import OFF, Telemetry, telemetry_for
 
@@ -62,9 +63,6 @@ if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
 log = library_logger("context_manager")
-
-MAIN_BRANCH = "main"
-"""The branch a new namespace starts on."""
 
 Estimator: TypeAlias = Callable[[Any], int]
 """Token estimate of one wire message (a dict)."""
@@ -109,7 +107,7 @@ class ContextManager(CompileObservers, Compacting):
         """The OpenTelemetry spans, events and metrics of this context (off by default)."""
         CompileObservers.__init__(self)
         self._async_locks: dict[str, tuple[asyncio.Lock, asyncio.AbstractEventLoop]] = {}
-        self._branch = self._ensure_branch()
+        self._branch = opening_branch(store, namespace)
         self._compiler = Compiler(self)
         self._compactor = Compactor(self, functools.partial(kept_hot, id(self._compiler)))
         self._compiler.on_release = self._compactor.release
@@ -164,20 +162,6 @@ class ContextManager(CompileObservers, Compacting):
         )
 
     # branches
-    def _ensure_branch(self) -> BranchRecord:
-        name = self.store.current_branch_name(self.namespace)
-        live = {b.ref.name: b for b in self.store.branches(self.namespace)}
-        if name in live:
-            return live[name]
-        if MAIN_BRANCH in live:
-            record = live[MAIN_BRANCH]
-        elif live:
-            record = next(iter(live.values()))
-        else:
-            record = self.store.create_branch(self.namespace, MAIN_BRANCH)
-        self.store.set_current_branch(self.namespace, record.ref.name)
-        return record
-
     def _record(self, name: str) -> BranchRecord:
         for record in self.store.branches(self.namespace):
             if record.ref.name == name:

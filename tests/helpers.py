@@ -328,6 +328,27 @@ class CallCountingStore:
         return counted
 
 
+class RacedStore:
+    """A real store where another host (``other``: a second store object on the same database)
+    creates each of ``names`` just before this one does, with the same arguments: two hosts
+    picking one branch name at once, in the one order that races, made certain. The real store
+    then refuses this host's creation (``BranchExists``) as it would."""
+
+    def __init__(self, inner: Store, other: Store, *names: str) -> None:
+        self._inner = inner
+        self._other = other
+        self._pending = set(names)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def create_branch(self, namespace: str, name: str, **kwargs: Any) -> Any:
+        if name in self._pending:
+            self._pending.discard(name)
+            self._other.create_branch(namespace, name, **kwargs)
+        return self._inner.create_branch(namespace, name, **kwargs)
+
+
 def snapshot(folder: Path) -> dict[str, bytes]:
     """Every file directly in ``folder`` with its bytes (to show that nothing was written)."""
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}

@@ -23,6 +23,7 @@ from typing import Any, Protocol, TypeAlias
 import attrs
 
 from context_manager._compile._fold import SUMMARY_KIND, covers_upto
+from context_manager._model._branch_names import numbered_branch
 from context_manager._model._canonical import strip_cache_control
 from context_manager._model._content import Block, UnknownBlock, is_thinking, to_blocks
 from context_manager._model._head import Head
@@ -349,11 +350,10 @@ def _rewind(host: ReconcileHost, side: _Side, steps: Plan) -> str | None:
         return None
     names = {ref.name for ref in host.list_branches()}
     base = host.current_branch().name
-    number = 1
-    while f"{base}~{number}" in names:
-        number += 1
-    name = f"{base}~{number}"
-    host.branch_at(source.id, name)
+    made = numbered_branch(
+        lambda name: host.branch_at(source.id, name), lambda n: f"{base}~{n}", names
+    )
+    name = made.name
     host.switch_branch(name)
     log.info("framework_rewound", branch=name, at=source.id)
     return name

@@ -25,7 +25,7 @@ from context_manager._compile._caching import Caching
 from context_manager._compile._strategies import Strategy
 from context_manager._manager import ContextManager, TracerProviderOption
 from context_manager._model._content import TextBlock, ToolResultBlock
-from context_manager._model._errors import ContextManagerError
+from context_manager._model._errors import BranchExists, ContextManagerError
 from context_manager._model._head import ThinkingBinding
 from context_manager._model._log import library_logger
 from context_manager._model._messages import MessageId, StoredMessage
@@ -75,6 +75,16 @@ def _back_on(cm: ContextManager, key: str) -> None:
         if record.key == key:
             cm.switch_branch(record.ref.name)
             return
+
+
+def _fork_or_switch(cm: ContextManager, name: str) -> None:
+    """Fork the current branch as ``name``, or switch to it when another host (or another
+    manager of this agent) made it meanwhile: calls naming one new branch at once from two
+    gateways all land on it."""
+    try:
+        cm.fork(name)
+    except BranchExists:
+        cm.switch_branch(name)
 
 
 class ManagedAgents:
@@ -150,7 +160,7 @@ class ManagedAgents:
                 if branch in {ref.name for ref in cm.list_branches()}:
                     cm.switch_branch(branch)
                 elif create:
-                    cm.fork(branch)
+                    _fork_or_switch(cm, branch)
             return cm
 
     def _open(self, namespace: str) -> ContextManager:

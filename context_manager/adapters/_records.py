@@ -16,6 +16,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from context_manager._manager import ContextManager
+from context_manager._model._branch_names import numbered_branch
 from context_manager._model._content import TextBlock
 from context_manager._model._messages import MessageMeta, StoredMessage
 from context_manager._store._protocol import Store
@@ -105,10 +106,11 @@ class Records:
         """Start over on an empty branch; the old one is hidden (its records stay stored)."""
         old = self.cm.current_branch().name
         names = {ref.name for ref in self.cm.list_branches()}
-        number = 1
-        while f"cleared-{number}" in names:
-            number += 1
-        record = self.store.create_branch(self.namespace, f"cleared-{number}")
+        record = numbered_branch(
+            lambda name: self.store.create_branch(self.namespace, name),
+            lambda n: f"cleared-{n}",
+            names,
+        )
         self.cm.switch_branch(record.ref.name)
         self.cm.delete_branch(old)
 
@@ -123,8 +125,7 @@ class Records:
             return
         base = self.cm.current_branch().name.split("~")[0]
         names = {ref.name for ref in self.cm.list_branches()}
-        number = 1
-        while f"{base}~{number}" in names:
-            number += 1
-        self.cm.branch_at(earlier[0].id, f"{base}~{number}")
-        self.cm.switch_branch(f"{base}~{number}")
+        made = numbered_branch(
+            lambda name: self.cm.branch_at(earlier[0].id, name), lambda n: f"{base}~{n}", names
+        )
+        self.cm.switch_branch(made.name)

@@ -19,7 +19,7 @@ from typing import Any
 import anthropic
 import httpx2
 import pytest
-from helpers import cli, free_port, invalid_calls, serve, thinking_signatures
+from helpers import RacedStore, cli, free_port, invalid_calls, serve, thinking_signatures
 
 from context_manager import REASONING_LOSS_KIND, ContextManager, MemoryStore, SQLiteStore, Store
 from context_manager.adapters import AGENT_HEADER, BRANCH_HEADER, gateway_app
@@ -104,6 +104,37 @@ async def test_count_tokens_on_another_branch_makes_no_branch_and_moves_the_agen
             )
         after = [b.name for b in stored(store).list_branches()], store.current_branch_name("ada")
     assert before == after == (["main"], "main")
+
+
+async def test_a_branch_another_gateway_made_meanwhile_is_where_the_call_goes(
+    sim: Simulator, two_hosts: tuple[Store, Store]
+) -> None:
+    """Two gateways on one database each get a first call naming the new branch ``trial``:
+    the one whose fork the store refuses (the other made it a moment before) goes on that
+    branch, where before the caller got a 400."""
+    first, second = two_hosts
+    raced = RacedStore(first, second, "trial")
+    hello: list[Any] = [{"role": "user", "content": "hello"}]
+    with serve(gateway_app(raced, simulator_client=sim.client())) as url:
+        async with anthropic.AsyncAnthropic(
+            base_url=url, api_key="mine", default_headers=AGENT, max_retries=0
+        ) as client:
+            first_reply = await client.messages.create(model=MODEL, max_tokens=64, messages=hello)
+            answered: Any = {
+                "role": "assistant",
+                "content": [b.to_dict() for b in first_reply.content],
+            }
+            reply = await client.messages.create(
+                model=MODEL,
+                max_tokens=64,
+                messages=[*hello, answered, {"role": "user", "content": "on trial"}],
+                extra_headers={BRANCH_HEADER: "trial"},
+            )
+    assert reply.content[-1].type == "text"
+    cm = stored(second)
+    assert [b.name for b in cm.list_branches()] == ["main", "trial"]
+    said = [m.role for m in cm.messages(branch="trial") if m.metadata.kind is None]
+    assert said == ["user", "assistant", "user", "assistant"]
 
 
 async def test_two_calls_of_one_agent_on_two_branches_at_once_are_both_recorded(

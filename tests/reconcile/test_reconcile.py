@@ -15,6 +15,7 @@ import anthropic
 import pytest
 from helpers import (
     REPLY_COPIES,
+    RacedStore,
     framework_copy,
     framework_params,
     invalid_calls,
@@ -339,6 +340,28 @@ async def test_the_same_framework_list_after_a_restart_reconciles_to_the_same_re
     )
     assert after.request == before.request
     reopened.close()
+
+
+async def test_a_rewind_whose_branch_name_another_host_took_meanwhile_goes_on_under_the_next(
+    sim: Simulator, two_hosts: tuple[Store, Store]
+) -> None:
+    """Two hosts rewinding one agent at once both pick ``main~1``; the one the store refuses
+    goes on as ``main~2`` instead of failing the framework's call."""
+    first, second = two_hosts
+    cm = ContextManager.open(RacedStore(first, second, "main~1"), namespace="ada")
+    client = sim.client()
+    messages: list[dict[str, Any]] = []
+    await turn(client, cm, messages, "one")
+    await turn(client, cm, messages, "two")
+    del messages[2:]
+    result = await turn(client, cm, messages, "two, asked otherwise")
+    assert cm.current_branch().name == "main~2"
+    assert [b.name for b in cm.list_branches()] == ["main", "main~1", "main~2"]
+    asked = "two, asked otherwise"
+    said = ["user:one", "assistant:You said: one", f"user:{asked}", f"assistant:You said: {asked}"]
+    assert own(cm) == said
+    assert len(thinking_signatures(result.request)) == 1
+    assert invalid_calls(sim) == []
 
 
 async def test_fewer_messages_than_before_rewind_onto_a_new_branch_and_the_old_one_keeps_them(

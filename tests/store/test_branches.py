@@ -7,7 +7,7 @@ import random
 from typing import Any
 
 import pytest
-from helpers import PROBE_HEAD, calling_script
+from helpers import PROBE_HEAD, RacedStore, calling_script
 from helpers import message_texts as texts
 
 from context_manager import (
@@ -37,6 +37,20 @@ def test_a_new_agent_starts_on_main(store: Store) -> None:
     expected = (["main"], "main", (cm.current_branch_key(), 0))
     assert expected == (names(cm), cm.current_branch().name, cm.branch_head())
     assert branch_key(cm.current_branch()) == cm.current_branch_key()
+
+
+def test_two_hosts_opening_one_new_agent_at_once_both_start_on_its_one_main_branch(
+    two_hosts: tuple[Store, Store],
+) -> None:
+    """The other host makes ``main`` between this one's look and its creation: this open goes
+    on the branch the other made, where before it failed with ``BranchExists``."""
+    first, second = two_hosts
+    cm = ContextManager.open(RacedStore(first, second, "main"), namespace="ada")
+    other = ContextManager.open(second, namespace="ada")
+    assert names(cm) == names(other) == ["main"]
+    assert cm.current_branch_key() == other.current_branch_key()
+    cm.add_message("user", "from the first host")
+    assert texts(other) == ["from the first host"]
 
 
 def test_a_fork_sees_the_parent_up_to_the_fork_point_and_nothing_after(store: Store) -> None:
