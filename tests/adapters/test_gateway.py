@@ -106,6 +106,53 @@ async def test_count_tokens_on_another_branch_makes_no_branch_and_moves_the_agen
     assert before == after == (["main"], "main")
 
 
+async def test_two_gateways_on_one_database_serve_one_agent_turn_about_and_lose_nothing(
+    sim: Simulator, two_hosts: tuple[Store, Store]
+) -> None:
+    """Behind a load balancer: each call goes to the other gateway, and each compiles from what
+    the other stored (its reply, the tool results, the appended system changes), so every reply
+    is recorded once, on ``main``, and every earlier reply's thinking goes out as signed."""
+    lookup: Any = {"name": "lookup", "input_schema": {"type": "object"}}
+    messages: list[Any] = []
+    with (
+        serve(gateway_app(two_hosts[0], simulator_client=sim.client())) as one,
+        serve(gateway_app(two_hosts[1], simulator_client=sim.client())) as two,
+    ):
+        for call, words in enumerate(["hello", "use lookup", "hello again", "use lookup again"]):
+            messages.append({"role": "user", "content": words})
+            while True:
+                url = (one, two)[len(sim.calls) % 2]
+                async with anthropic.AsyncAnthropic(
+                    base_url=url, api_key="mine", default_headers=AGENT, max_retries=0
+                ) as client:
+                    reply = await client.messages.create(
+                        model=MODEL,
+                        max_tokens=256,
+                        system=f"You are Ada (call {call}).",
+                        thinking={"type": "adaptive"},
+                        tools=[lookup],
+                        messages=messages,
+                    )
+                messages.append(
+                    {"role": "assistant", "content": [b.to_dict() for b in reply.content]}
+                )
+                uses = [b for b in reply.content if b.type == "tool_use"]
+                if not uses:
+                    break
+                results = [
+                    {"type": "tool_result", "tool_use_id": u.id, "content": "42"} for u in uses
+                ]
+                messages.append({"role": "user", "content": results})
+    assert len(sim.calls) == 6
+    assert invalid_calls(sim) == []
+    assert len(thinking_signatures(sim.requests[-1])) == 5
+    for store in two_hosts:
+        cm = stored(store)
+        assert [b.name for b in cm.list_branches()] == ["main"]
+        assert len([m for m in cm.messages() if m.role == "assistant"]) == 6
+        assert len(cm.messages(kind="head-change")) == 3
+
+
 async def test_a_branch_another_gateway_made_meanwhile_is_where_the_call_goes(
     sim: Simulator, two_hosts: tuple[Store, Store]
 ) -> None:
