@@ -349,6 +349,32 @@ class RacedStore:
         return self._inner.create_branch(namespace, name, **kwargs)
 
 
+class Interleaved:
+    """A real store that runs ``then()`` once, right after the first call of ``method`` made
+    through it once ``armed``: another host's write placed between two steps of this host's
+    work, in the one order that races."""
+
+    def __init__(self, inner: Store, method: str, then: Callable[[], None]) -> None:
+        self._inner = inner
+        self._method = method
+        self._then = then
+        self.armed = False
+
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(self._inner, name)
+        if name != self._method:
+            return found
+
+        def interleaved(*args: Any, **kwargs: Any) -> Any:
+            out = found(*args, **kwargs)
+            if self.armed:
+                self.armed = False
+                self._then()
+            return out
+
+        return interleaved
+
+
 def snapshot(folder: Path) -> dict[str, bytes]:
     """Every file directly in ``folder`` with its bytes (to show that nothing was written)."""
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}

@@ -8,12 +8,14 @@ back; a dry call moves nothing); a ``[reasoning]`` line (from a strip heard at c
 the call's drops) waits for the agent's next boundary (the next call, once the framework's new
 messages are stored) so it never stands between a compile and its reply, or between a tool call
 and its result; nothing the teller, the recording or a notice write does can fail the
-framework's call (each failure is logged). One writer per agent: run one
-framework process per agent (a second writer's messages show up as the framework's edits).
+framework's call (each failure is logged). A call holds its agent (``ContextManager.hold``)
+while it is reconciled and compiled and while its reply is recorded, so hosts sharing a database
+(several gateways) never record a reply between another call's reading and its compile.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -25,13 +27,14 @@ from context_manager._compile._caching import Caching
 from context_manager._compile._strategies import Strategy
 from context_manager._manager import ContextManager, TracerProviderOption
 from context_manager._model._content import TextBlock, ToolResultBlock
-from context_manager._model._errors import BranchExists, ContextManagerError
+from context_manager._model._errors import BranchExists, BranchNotFound, ContextManagerError
 from context_manager._model._head import ThinkingBinding
 from context_manager._model._log import library_logger
 from context_manager._model._messages import MessageId, StoredMessage
 from context_manager._model._results import CompileResult, ThinkingStrip
 from context_manager._reasoning._capture import ReasoningCapture
 from context_manager._reconcile import Reconciliation
+from context_manager._store._hold import Hold
 from context_manager._store._protocol import Store
 from context_manager._telemetry import telemetry_for
 from notices import ReasoningLossTeller, TurnState, notice_metadata
@@ -75,6 +78,19 @@ def _back_on(cm: ContextManager, key: str) -> None:
         if record.key == key:
             cm.switch_branch(record.ref.name)
             return
+
+
+def _follow_current(cm: ContextManager) -> None:
+    """Go on the branch the store names current when another host moved the agent there (its
+    rewind, or a fork a branch header named): the framework's next call continues there, so it
+    is not read as edits of the branch this host was on."""
+    name = cm.store.current_branch_name(cm.namespace)
+    if name is None or name == cm.current_branch().name:
+        return
+    try:
+        cm.switch_branch(name)
+    except BranchNotFound:  # deleted since: stay where this host was
+        return
 
 
 def _fork_or_switch(cm: ContextManager, name: str) -> None:
@@ -242,8 +258,25 @@ class ManagedAgents:
             AgentUnknown: the agent spec gave no agent.
         """
         namespace, branch = self.resolve(body)
+        if dry_run:
+            return self._prepare(namespace, branch, body, dry_run=True)
+        with self.hold(namespace):  # no other host records a reply between reading and compiling
+            return self._prepare(namespace, branch, body, dry_run=False)
+
+    def hold(self, namespace: str) -> Hold:
+        """The agent's hold (``ContextManager.hold``): taken while a call is reconciled and
+        compiled, and while its reply is recorded, so several hosts serving one agent (two
+        gateways on one database) see each other's calls whole, as calls in one process do.
+        ``async with`` it first to wait without blocking the event loop; the call's own ``with``
+        then re-enters it."""
+        return self.context(namespace).hold()
+
+    def _prepare(
+        self, namespace: str, branch: str | None, body: Mapping[str, Any], *, dry_run: bool
+    ) -> Prepared:
         with self._lock:  # the branch stays the call's until its compile is made
             cm = self.context(namespace)
+            _follow_current(cm)
             before = cm.current_branch().name
             cm = self.context(namespace, branch, create=not dry_run)
             try:
@@ -260,6 +293,14 @@ class ManagedAgents:
 
     def finish(self, prepared: Prepared, message: object) -> MessageId | None:
         """Record the reply, place its drops and tell them. Never raises (failures are logged)."""
+        with contextlib.ExitStack() as held:
+            try:
+                held.enter_context(prepared.context.hold())
+            except Exception as err:  # a reply is never lost: recorded unheld, and logged
+                log.warning("managed_reply_recorded_unheld", agent=prepared.agent, error=repr(err))
+            return self._record(prepared, message)
+
+    def _record(self, prepared: Prepared, message: object) -> MessageId | None:
         cm, result = prepared.context, prepared.result
         with self._lock, cm.telemetry.call(result, since=prepared.started) as call:
             call.answered(message, prepared.agent)

@@ -21,7 +21,14 @@ import httpx2
 import pytest
 from helpers import RacedStore, cli, free_port, invalid_calls, serve, thinking_signatures
 
-from context_manager import REASONING_LOSS_KIND, ContextManager, MemoryStore, SQLiteStore, Store
+from context_manager import (
+    REASONING_LOSS_KIND,
+    ContextManager,
+    MemoryStore,
+    PostgresStore,
+    SQLiteStore,
+    Store,
+)
 from context_manager.adapters import AGENT_HEADER, BRANCH_HEADER, gateway_app
 from context_manager.simulator import Simulator
 
@@ -151,6 +158,67 @@ async def test_two_gateways_on_one_database_serve_one_agent_turn_about_and_lose_
         assert [b.name for b in cm.list_branches()] == ["main"]
         assert len([m for m in cm.messages() if m.role == "assistant"]) == 6
         assert len(cm.messages(kind="head-change")) == 3
+
+
+async def test_a_call_whose_agent_another_host_holds_too_long_is_answered_409_and_stores_nothing(
+    sim: Simulator, postgres_dsn: str
+) -> None:
+    """A host's turn holds the agent (``cm.hold()``, as the runtime does); a gateway call of it
+    waits up to the store's lock timeout, then gets a 409 naming the holder (the SDK retries a
+    409) and stores nothing, instead of a 500."""
+    store = PostgresStore(postgres_dsn, lock_timeout=0.3)
+    holding = ContextManager.open(store, namespace="ada")
+    hello: list[Any] = [{"role": "user", "content": "hello"}]
+    with (
+        holding.hold(holder="worker-3"),
+        serve(gateway_app(store, simulator_client=sim.client())) as url,
+    ):
+        async with anthropic.AsyncAnthropic(
+            base_url=url, api_key="mine", default_headers=AGENT, max_retries=0
+        ) as client:
+            with pytest.raises(anthropic.ConflictError) as refused:
+                await client.messages.create(model=MODEL, max_tokens=64, messages=hello)
+    assert "worker-3" in str(refused.value)
+    assert sim.calls == []
+    assert holding.messages() == []
+    store.close()
+
+
+async def test_after_one_gateway_rewinds_the_other_goes_on_from_the_new_branch(
+    sim: Simulator, two_hosts: tuple[Store, Store]
+) -> None:
+    """The framework goes back one exchange through gateway A (a rewind: a new branch); its next
+    call reaches gateway B, which follows the agent there. B used to stay on the old branch and
+    take the framework's messages for edits of it (rewriting two stored messages), and A then
+    stored B's reply as a copy whose thinking was not sent."""
+    messages: list[Any] = []
+    with (
+        serve(gateway_app(two_hosts[0], simulator_client=sim.client())) as one,
+        serve(gateway_app(two_hosts[1], simulator_client=sim.client())) as two,
+    ):
+
+        async def call(url: str, words: str) -> None:
+            messages.append({"role": "user", "content": words})
+            async with anthropic.AsyncAnthropic(
+                base_url=url, api_key="mine", default_headers=AGENT, max_retries=0
+            ) as client:
+                reply = await client.messages.create(
+                    model=MODEL, max_tokens=256, thinking={"type": "adaptive"}, messages=messages
+                )
+            messages.append({"role": "assistant", "content": [b.to_dict() for b in reply.content]})
+
+        for url, words in [(one, "one"), (two, "two"), (one, "three")]:
+            await call(url, words)
+        del messages[4:]  # the framework goes back to before "three"
+        for url, words in [(one, "three, asked otherwise"), (two, "four"), (one, "five")]:
+            await call(url, words)
+    assert invalid_calls(sim) == []
+    assert len(thinking_signatures(sim.requests[-1])) == 4  # every earlier reply's
+    cm = stored(two_hosts[0])
+    assert [b.name for b in cm.list_branches()] == ["main", "main~1"]
+    assert [m.role for m in cm.messages(branch="main~1")] == ["user", "assistant"] * 5
+    main = [m.content[0] for m in cm.messages(branch="main") if m.role == "user"]
+    assert [getattr(b, "text", None) for b in main] == ["one", "two", "three"]
 
 
 async def test_a_branch_another_gateway_made_meanwhile_is_where_the_call_goes(

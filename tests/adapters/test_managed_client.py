@@ -7,15 +7,28 @@ real ``anthropic`` client over the simulator, which checks every request.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from typing import Any
 
 import anthropic
 import pytest
-from helpers import framework_copy, framework_params, invalid_calls, thinking_signatures
+from helpers import (
+    Interleaved,
+    framework_copy,
+    framework_params,
+    invalid_calls,
+    thinking_signatures,
+)
 
-from context_manager import REASONING_LOSS_KIND, MemoryStore, Store, ThinkingBinding
-from context_manager.adapters import ManagedAnthropic, ManagedAsyncAnthropic
+from context_manager import (
+    REASONING_LOSS_KIND,
+    ContextManager,
+    MemoryStore,
+    Store,
+    ThinkingBinding,
+)
+from context_manager.adapters import ManagedAgents, ManagedAnthropic, ManagedAsyncAnthropic
 from context_manager.simulator import BINDING_BETA, Simulator
 
 
@@ -202,3 +215,35 @@ async def test_a_rewind_on_a_named_branch_stays_on_the_branch_it_started(
     assert [ref.name for ref in cm.list_branches()] == ["main", "main~1"]
     assert len(thinking_signatures(sim.requests[-1])) == 2
     assert invalid_calls(sim) == []
+
+
+def test_another_hosts_reply_waits_while_a_call_of_the_agent_is_read_and_compiled(
+    sim: Simulator, two_hosts: tuple[Store, Store]
+) -> None:
+    """Two hosts (two gateways on one database) each take a call of one agent with the same
+    messages. Host A's reply comes back while host B is between reading the agent and compiling:
+    A's recording waits for B's compile, so B sends exactly the framework's messages; it used to
+    record at once, and B sent A's reply as a prefill the framework never asked for."""
+    params = framework_params([{"role": "user", "content": "hello"}])
+    host_a = ManagedAgents(two_hosts[0], "ada")
+    in_flight = host_a.prepare(params)
+    reply = sim.sync_client().beta.messages.create(**in_flight.result.request)
+    recorded = threading.Event()
+
+    def host_a_records() -> None:
+        host_a.finish(in_flight, reply)
+        recorded.set()
+
+    def reply_arrives() -> None:  # after host B's first read of the agent's messages
+        threading.Thread(target=host_a_records).start()
+        recorded.wait(0.5)
+
+    interleaved = Interleaved(two_hosts[1], "read", reply_arrives)
+    host_b = ManagedAgents(interleaved, "ada")
+    host_b.context("ada")
+    interleaved.armed = True
+    sent = host_b.prepare(params).result.request["messages"]
+    assert recorded.wait(5)
+    assert [m["role"] for m in sent] == ["user"]
+    stored = ContextManager.open(two_hosts[0], namespace="ada").messages()
+    assert [m.role for m in stored] == ["user", "assistant"]
