@@ -27,7 +27,7 @@ from context_manager._compile._caching import Caching
 from context_manager._compile._strategies import Strategy
 from context_manager._manager import ContextManager, TracerProviderOption
 from context_manager._model._content import TextBlock, ToolResultBlock
-from context_manager._model._errors import BranchExists, BranchNotFound, ContextManagerError
+from context_manager._model._errors import BranchExists, ContextManagerError
 from context_manager._model._head import ThinkingBinding
 from context_manager._model._log import library_logger
 from context_manager._model._messages import MessageId, StoredMessage
@@ -38,6 +38,8 @@ from context_manager._store._hold import Hold
 from context_manager._store._protocol import Store
 from context_manager._telemetry import telemetry_for
 from notices import ReasoningLossTeller, TurnState, notice_metadata
+
+from ._records import follow_current
 
 log = library_logger("context_manager.adapters")
 
@@ -78,19 +80,6 @@ def _back_on(cm: ContextManager, key: str) -> None:
         if record.key == key:
             cm.switch_branch(record.ref.name)
             return
-
-
-def _follow_current(cm: ContextManager) -> None:
-    """Go on the branch the store names current when another host moved the agent there (its
-    rewind, or a fork a branch header named): the framework's next call continues there, so it
-    is not read as edits of the branch this host was on."""
-    name = cm.store.current_branch_name(cm.namespace)
-    if name is None or name == cm.current_branch().name:
-        return
-    try:
-        cm.switch_branch(name)
-    except BranchNotFound:  # deleted since: stay where this host was
-        return
 
 
 def _fork_or_switch(cm: ContextManager, name: str) -> None:
@@ -276,7 +265,7 @@ class ManagedAgents:
     ) -> Prepared:
         with self._lock:  # the branch stays the call's until its compile is made
             cm = self.context(namespace)
-            _follow_current(cm)
+            follow_current(cm)
             before = cm.current_branch().name
             cm = self.context(namespace, branch, create=not dry_run)
             try:

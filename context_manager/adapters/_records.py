@@ -2,10 +2,11 @@
 
 Stateful (``Records``): one namespace of the store per framework thread or session, beside the
 agents' transcripts and never compiled. Each record is one stored message holding a JSON object,
-tagged with its ``kind``; records are appended, never rewritten. Invariants: nothing stored is
-lost (``reset``, ``keep_only`` and ``rewind_before`` start a branch and hide or keep the old
-one, as the library's own rewinds do); every read goes through the store's indexes by branch,
-kind and sequence.
+tagged with its ``kind``; records are appended, never rewritten. Invariants: every read and
+write first follows the store's current branch (another host's reset or rewind moved it);
+nothing stored is lost (``reset``, ``keep_only`` and ``rewind_before`` start a branch and hide
+or keep the old one, as the library's own rewinds do); every read goes through the store's
+indexes by branch, kind and sequence.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 from context_manager._manager import ContextManager
 from context_manager._model._branch_names import numbered_branch
 from context_manager._model._content import TextBlock
+from context_manager._model._errors import BranchNotFound
 from context_manager._model._messages import MessageMeta, StoredMessage
 from context_manager._store._protocol import Store
 
@@ -48,6 +50,19 @@ def record_of(message: StoredMessage) -> dict[str, Any]:
     return loaded
 
 
+def follow_current(cm: ContextManager) -> None:
+    """Go on the branch the store names current when another manager or host moved the agent
+    there (its rewind, its reset, or a fork a branch header named): what comes next continues
+    there, not on a branch this manager was left on (hidden, or read as the framework's edits)."""
+    name = cm.store.current_branch_name(cm.namespace)
+    if name is None or name == cm.current_branch().name:
+        return
+    try:
+        cm.switch_branch(name)
+    except BranchNotFound:  # deleted since: stay where this manager was
+        return
+
+
 class Records:
     """The records of one thread or session: ``namespace`` of ``store``, its current branch."""
 
@@ -61,6 +76,7 @@ class Records:
 
     def add(self, kind: str, record: dict[str, Any]) -> StoredMessage:
         """Append ``record`` (a JSON object) as a record of ``kind``; returns the stored message."""
+        follow_current(self.cm)
         text = json.dumps(record, sort_keys=True, separators=(",", ":"))
         message_id = self.cm.add_message("system", [TextBlock(text)], MessageMeta(kind=kind))
         return self.cm.get_message(message_id)
@@ -68,6 +84,7 @@ class Records:
     def newest(self, kind: str, limit: int | None = None) -> list[StoredMessage]:
         """The newest ``limit`` records of ``kind`` (all when ``None``), newest first.
         Cost: O(log n + returned)."""
+        follow_current(self.cm)
         return self.store.read(
             self.namespace, self.cm.lineage(), kind=kind, limit=limit, newest_first=True
         )
@@ -75,6 +92,7 @@ class Records:
     def newest_first(self, kind: str, page: int = 16) -> Iterator[StoredMessage]:
         """Every record of ``kind``, newest first, read a page at a time (pages double): a reader
         that stops at the first it wants reads O(log n + what it passed)."""
+        follow_current(self.cm)
         upto: int | None = None
         while True:
             found = self.store.read(
@@ -92,6 +110,7 @@ class Records:
 
     def oldest_first(self, kind: str | None = None) -> Iterator[StoredMessage]:
         """Every record of ``kind`` (of every kind when ``None``), oldest first."""
+        follow_current(self.cm)
         yield from self.cm.messages(kind=kind)
 
     def keep_only(self, kept: Sequence[tuple[str, dict[str, Any]]]) -> None:
@@ -104,6 +123,7 @@ class Records:
 
     def reset(self) -> None:
         """Start over on an empty branch; the old one is hidden (its records stay stored)."""
+        follow_current(self.cm)
         old = self.cm.current_branch().name
         names = {ref.name for ref in self.cm.list_branches()}
         record = numbered_branch(
@@ -117,6 +137,7 @@ class Records:
     def rewind_before(self, message: StoredMessage) -> None:
         """Go on without ``message`` and what follows it: a branch that ends just before it (an
         empty one when it is the first). The old branch keeps everything."""
+        follow_current(self.cm)
         earlier = self.store.read(
             self.namespace, self.cm.lineage(), upto=message.sequence - 1, newest_first=True, limit=1
         )

@@ -182,6 +182,26 @@ def test_a_deleted_thread_starts_over_and_its_records_stay_stored(
     assert any(b.deleted for b in hidden) or len(records.list_branches()) == 1
 
 
+def test_a_thread_another_host_deleted_starts_over_on_this_host_too(
+    sim: Simulator, two_hosts: tuple[Store, Store]
+) -> None:
+    """Two workers checkpoint one thread on one database; one deletes the thread and the other
+    then runs it: its checkpoints land where the first reads them. It used to write on the
+    branch the delete hid, so the first saw no checkpoint at all."""
+    first, second = (TranscriptCheckpointer(store) for store in two_hosts)
+    with serve(gateway_app(two_hosts[1], simulator_client=sim.client())) as url:
+        ask(graph(url, second), "hello")
+        assert first.get_tuple(THREAD) is not None
+        first.delete_thread("ada")
+        assert second.get_tuple(THREAD) is None
+        ask(graph(url, second), "hello again")
+    found = first.get_tuple(THREAD)
+    assert found is not None
+    said = [m.content for m in found.checkpoint["channel_values"]["messages"]]
+    assert "hello again" in said
+    assert "hello" not in said
+
+
 async def test_the_async_methods_run_a_graph_too(
     sim: Simulator, store: Store, gateway: tuple[str, Any]
 ) -> None:

@@ -153,6 +153,26 @@ async def test_sessions_do_not_see_each_others_items(store: Store) -> None:
     assert await TranscriptSession("bob", store).get_items() == []
 
 
+async def test_two_hosts_sessions_of_one_id_see_each_others_clears_pops_and_items(
+    two_hosts: tuple[Store, Store],
+) -> None:
+    """Two workers open the same session on one database. What one clears, pops or adds is what
+    the other reads next; the other used to go on on the branch the clear hid, so its items
+    vanished from the first worker's view."""
+    first, second = (TranscriptSession("ada", store) for store in two_hosts)
+    await first.add_items([{"role": "user", "content": "one"}])
+    assert await second.get_items() == [{"role": "user", "content": "one"}]
+    await first.clear_session()
+    await first.add_items([{"role": "user", "content": "after the clear"}])
+    assert await second.get_items() == [{"role": "user", "content": "after the clear"}]
+    await second.add_items([{"role": "user", "content": "from the second"}])
+    both = [{"role": "user", "content": "after the clear"}]
+    both.append({"role": "user", "content": "from the second"})
+    assert await first.get_items() == both
+    assert await first.pop_item() == both[-1]
+    assert await second.get_items() == both[:1]
+
+
 # A real Agents SDK agent on Claude: the SDK's LiteLLM model, its base URL at the gateway
 # (uvicorn on loopback), which answers from the simulator. Nothing leaves the machine.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no price list from the network
