@@ -20,6 +20,7 @@ from helpers import (
     thinking_signatures,
     unmarked,
 )
+from structlog.testing import capture_logs
 
 from context_manager import ContextManager, InFlightThinkingInvalid, Store, ThinkingBinding
 from context_manager._compile import EMPTY_REPLY_TEXT
@@ -242,3 +243,34 @@ async def test_an_imported_open_round_under_drop_block_off_is_refused_before_sen
     with pytest.raises(InFlightThinkingInvalid, match="no stamp"):
         cm.compile(THINKING_HEAD)
     assert len(sim.calls) == calls
+
+
+@pytest.mark.parametrize(
+    ("unsigned", "event"),
+    [
+        ({"type": "thinking", "thinking": "hmm", "signature": ""}, "unsigned_thinking_left_out"),
+        ({"type": "thinking", "thinking": "hmm"}, "malformed_thinking_left_out"),
+        ({"type": "redacted_thinking", "data": ""}, "unsigned_thinking_left_out"),
+    ],
+    ids=["empty-signature", "no-signature", "empty-redacted"],
+)
+async def test_imported_thinking_without_a_signature_is_left_out_and_logged(
+    store: Store, unsigned: dict[str, Any], event: str
+) -> None:
+    """Frameworks that rebuild reasoning from another provider's history drop the signature;
+    the API refuses such a block (provider rule 12). One with no ``signature`` field at all
+    was sent as it came (a 400), and an empty one was left out with nothing said."""
+    sim = Simulator()
+    cm = ContextManager.open(store, namespace="ada")
+    cm.add_message("user", "Hello.")
+    reply = cm.add_message("assistant", [unsigned, {"type": "text", "text": "Hi."}])
+    cm.add_message("user", "And now?")
+
+    with capture_logs() as logs:
+        result = cm.compile(THINKING_HEAD)
+    await sim.client().beta.messages.create(**result.request)
+
+    assert unmarked(result.request["messages"][1]["content"]) == [{"type": "text", "text": "Hi."}]
+    assert [(e["message_id"], e["block"]) for e in logs if e["event"] == event] == [(reply, 0)]
+    assert invalid_calls(sim) == []
+    assert len(cm.get_message(reply).content) == 2  # stored as it came
