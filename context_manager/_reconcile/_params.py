@@ -74,6 +74,8 @@ def _message(index: int, item: object) -> dict[str, Any]:
             f"messages[{index}] is not a user, assistant or system message: {item!r:.80}"
         )
     if "content" not in item:
+        if item["role"] == "system" and "output_config" in item:  # per-message effort alone
+            return {**item, "content": []}
         raise FrameworkParamsInvalid(f"messages[{index}] has no content")
     return dict(item)
 

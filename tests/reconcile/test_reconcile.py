@@ -34,7 +34,7 @@ from context_manager import (
     TextBlock,
     Window,
 )
-from context_manager.simulator import Simulator
+from context_manager.simulator import OUTPUT_CONFIG_BETA, SYSTEM_CLEAR_AT_BETA, Simulator
 
 
 async def turn(
@@ -500,3 +500,54 @@ async def test_a_rewind_after_a_followed_window_keeps_the_window_so_a_tool_round
     closing = await turn(client, cm, messages, None)
     assert closing.thinking_strip is None  # the open round's thinking goes out, valid
     assert invalid_calls(sim) == []
+
+
+CLEAR_AT = {"role": "system", "content": "Be terse for now.", "clear_at": "next_user_message"}
+EFFORT = {"role": "system", "output_config": {"effort": "low"}}  # per-message effort, no content
+
+
+async def test_a_frameworks_system_messages_keep_their_clear_at_and_output_config(
+    sim: Simulator, store: Store
+) -> None:
+    """Provider rules 18, 19 and 21: the fields go out on the message where the framework put
+    it. ``clear_at`` was dropped (the note stayed in force for good) and a message of effort
+    alone was refused (``InvalidContent``, or no content at all)."""
+    cm = ContextManager.open(store, namespace="ada")
+    client = sim.client()
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "hi"}, CLEAR_AT]
+    await turn(client, cm, messages, None, betas=[SYSTEM_CLEAR_AT_BETA])
+    messages += [{"role": "user", "content": "and now?"}, EFFORT]
+    second = await turn(
+        client, cm, messages, None, betas=[SYSTEM_CLEAR_AT_BETA, OUTPUT_CONFIG_BETA]
+    )
+
+    sent = [m for m in unmarked(second.request["messages"]) if m["role"] == "system"]
+    assert sent == [
+        {**CLEAR_AT, "content": [{"type": "text", "text": "Be terse for now."}]},
+        {**EFFORT, "content": []},
+    ]
+    assert cm.last_reconciliation is not None
+    assert cm.last_reconciliation.edited == ()
+    assert invalid_calls(sim) == []
+
+
+async def test_a_dry_reconcile_appends_the_new_messages_with_their_fields_and_no_markers(
+    store: Store,
+) -> None:
+    """What ``count_tokens`` counts: the new messages as the call would store them. Their
+    markers went out as they came, after the compiler's own, so a one-hour marker after the
+    compiler's five-minute one was refused (the API's order of TTLs)."""
+    sim = Simulator()
+    cm = ContextManager.open(store, namespace="ada")
+    marked = {"type": "text", "text": "hi", "cache_control": {"type": "ephemeral", "ttl": "1h"}}
+    params = framework_params([{"role": "user", "content": [marked]}, CLEAR_AT])
+
+    dry = cm.reconcile({**params, "betas": [SYSTEM_CLEAR_AT_BETA]}, dry_run=True)
+    request = {k: v for k, v in dry.request.items() if k != "max_tokens"}
+    counted = await sim.client().beta.messages.count_tokens(**request)
+
+    assert counted.input_tokens > 0
+    assert dry.request["messages"][-2:] == [
+        {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+        {**CLEAR_AT, "content": [{"type": "text", "text": "Be terse for now."}]},
+    ]
