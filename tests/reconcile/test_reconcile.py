@@ -551,3 +551,51 @@ async def test_a_dry_reconcile_appends_the_new_messages_with_their_fields_and_no
         {"role": "user", "content": [{"type": "text", "text": "hi"}]},
         {**CLEAR_AT, "content": [{"type": "text", "text": "Be terse for now."}]},
     ]
+
+
+def citing_script(request: dict[str, Any]) -> list[Any]:
+    """A cited answer, in three text blocks as the API returns one (the cited words apart)."""
+    cited = {
+        "type": "char_location",
+        "cited_text": "The sky is blue.",
+        "document_index": 0,
+        "start_char_index": 0,
+        "end_char_index": 16,
+    }
+    return [
+        {"type": "thinking", "thinking": "The document says so."},
+        {"type": "text", "text": "According to the document, "},
+        {"type": "text", "text": "the sky is blue", "citations": [cited]},
+        {"type": "text", "text": "."},
+    ]
+
+
+@pytest.mark.parametrize("joiner", ["", " "])
+async def test_a_cited_reply_whose_texts_the_framework_joined_is_matched_and_sent_as_recorded(
+    store: Store, joiner: str
+) -> None:
+    """chatlas, llm and ellmer keep a reply as its text joined (``"".join``): such a copy of
+    a cited reply was taken for an edit, and the recorded reply was replaced by it, its
+    citations gone and its thinking stripped."""
+    sim = Simulator(script=citing_script)
+    cm = ContextManager.open(store, namespace="ada")
+    client = sim.client()
+    document = {
+        "type": "document",
+        "source": {"type": "text", "media_type": "text/plain", "data": "The sky is blue."},
+        "citations": {"enabled": True},
+    }
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": [document, {"type": "text", "text": "The sky?"}]}
+    ]
+    await turn(client, cm, messages, None)
+    texts = [b["text"] for b in messages.pop()["content"] if b["type"] == "text"]
+    messages.append({"role": "assistant", "content": joiner.join(texts)})
+
+    second = await turn(client, cm, messages, "Thanks.")
+
+    assert unmarked(second.request["messages"][1]["content"]) == sim.responses[0]["content"]
+    assert second.thinking_strip is None
+    assert cm.last_reconciliation is not None
+    assert cm.last_reconciliation.edited == ()
+    assert invalid_calls(sim) == []
