@@ -298,8 +298,12 @@ def as_sent(message: Mapping[str, Any]) -> dict[str, Any]:
 
 def _system_fields(message: Mapping[str, Any]) -> MessageMeta | None:
     """The metadata a framework's message is stored with: its system fields, where the render
-    reads them (``metadata.extra``), or ``None``."""
+    reads them (``metadata.extra``), or ``None``. Any other field (an OpenAI-style ``name``,
+    which the API refuses) is not stored, and that is logged."""
     fields = as_sent(message)
+    dropped = sorted(set(message) - {"role", "content"} - set(fields))
+    if dropped:
+        log.info("framework_message_fields_dropped", role=message["role"], fields=dropped)
     return MessageMeta(extra=fields) if fields else None
 
 

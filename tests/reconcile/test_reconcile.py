@@ -22,6 +22,7 @@ from helpers import (
     thinking_signatures,
     unmarked,
 )
+from structlog.testing import capture_logs
 
 from context_manager import (
     REASONING_LOSS_KIND,
@@ -598,4 +599,24 @@ async def test_a_cited_reply_whose_texts_the_framework_joined_is_matched_and_sen
     assert second.thinking_strip is None
     assert cm.last_reconciliation is not None
     assert cm.last_reconciliation.edited == ()
+    assert invalid_calls(sim) == []
+
+
+async def test_a_message_field_the_api_refuses_is_not_stored_and_that_is_logged(
+    sim: Simulator, store: Store
+) -> None:
+    """An OpenAI-style ``name`` on a message: the API refuses it (400), the library leaves it
+    out; it did so with nothing said."""
+    cm = ContextManager.open(store, namespace="ada")
+    named = {"role": "user", "content": "hi", "name": "bob"}
+
+    with capture_logs() as logs:
+        result = cm.reconcile(framework_params([named]))
+    await sim.client().beta.messages.create(**result.request)
+
+    dropped = [e for e in logs if e["event"] == "framework_message_fields_dropped"]
+    assert [(e["role"], e["fields"]) for e in dropped] == [("user", ["name"])]
+    assert unmarked(result.request["messages"]) == [
+        {"role": "user", "content": [{"type": "text", "text": "hi"}]}
+    ]
     assert invalid_calls(sim) == []
