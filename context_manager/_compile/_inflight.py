@@ -85,8 +85,9 @@ def restore_inflight(
     O(the reply's blocks); one store read.
 
     Left out, the message would be filtered, which the API refuses whatever the reason
-    (provider rule 6); sent, a block that fails is dropped under ``drop_block``. A block judged
-    ``unstamped`` stays out: nothing says it belongs to this conversation.
+    (provider rule 6); sent, a block that fails is dropped under ``drop_block``. An ``unstamped``
+    block (history imported mid-round) is put back too: it may verify, and left out the request
+    is refused for certain. A block without its signature stays out (the API refuses it).
 
     Only a message rendered from one stored reply is handled; blocks whose text cannot be
     resolved stay out (they cannot be sent as recorded in any case). A release stands: it is
@@ -107,13 +108,7 @@ def restore_inflight(
     signatures: dict[int, str] = {}
     for b, block in enumerate(stored.content):
         wire: dict[str, Any] | None = rendered.get(b)
-        withheld = state.left_out.get((stored.id, b))
-        if (
-            wire is None
-            and is_thinking(block)
-            and signature_of(block)
-            and (withheld is None or withheld.reason != "unstamped")
-        ):
+        if wire is None and is_thinking(block) and signature_of(block):
             resolved = resolve(block) if resolve is not None else block
             if resolved is None:
                 continue

@@ -141,6 +141,8 @@ def _lean_blocks(content: tuple[Block, ...]) -> bool:
                 return False  # left out, or sent only beside more
         elif cls is not ToolUseBlock and cls not in _THINKING:
             return False
+        elif cls in _THINKING and not signature_of(block):
+            return False  # unsigned: left out, and logged
         if block.extra:  # type: ignore[union-attr]
             return False
     return True

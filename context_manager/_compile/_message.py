@@ -30,6 +30,7 @@ from context_manager._model._content import (
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
+    UnknownBlock,
     block_to_wire,
     signature_of,
 )
@@ -243,6 +244,10 @@ class _Message:
             got = self.memo[index] = (wire, block_bytes(wire), wire_chars(wire))
             self.encoded += len(got[1])
         wire, canonical, size = got
+        if cls is UnknownBlock and wire.get("type") in WIRE_THINKING:
+            # thinking without its signature (or text): the API refuses it (provider rule 12)
+            log.info("malformed_thinking_left_out", message_id=self.message.id, block=index)
+            return
         if wire.get("type") not in WIRE_THINKING:  # an unknown block may still say thinking
             self.chain = _sha256(self.chain + self.tag + canonical).digest()  # ``feed_tagged``
         if self.legacy is not None:
@@ -271,6 +276,8 @@ class _Message:
         if release is not None and release.reported_at(index):
             return  # released and reported: never sent, never asked of the sidecar again
         resolved = ctx.resolve(block) if ctx.resolve is not None else block
+        if resolved is not None and not signature_of(resolved):  # the API refuses it (rule 12)
+            log.info("unsigned_thinking_left_out", message_id=message.id, block=index)
         if resolved is None:  # its text is gone for good: released at commit
             if state.judged is not None:
                 state.judged.append((message.id, index, None))

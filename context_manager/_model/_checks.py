@@ -7,6 +7,7 @@ value. Stored content is never checked again on the way out: what the store hold
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -19,6 +20,7 @@ from ._content import (
     ToolResultBlock,
     ToolUseBlock,
     UnknownBlock,
+    block_to_wire,
 )
 from ._errors import InvalidBranchName, InvalidContent, InvalidType, InvalidValue
 
@@ -101,15 +103,31 @@ def _block_problem(block: Block) -> str | None:
 
 def check_blocks(blocks: Sequence[Block], where: str) -> None:
     """Refuse a block the API would refuse (``{"type": "text", "text": 5}``, a ``tool_use``
-    with no ``id`` or a list ``input``, a text block with no text).
+    with no ``id`` or a list ``input``, a text block with no text, a lone surrogate anywhere).
 
     Raises:
         InvalidContent: naming ``where`` (the message) and the block index.
     """
     for index, block in enumerate(blocks):
-        problem = _block_problem(block)
+        problem = _block_problem(block) or _surrogate_problem(block)
         if problem is not None:
             raise InvalidContent(where, index, f"{problem} ({_short(block)})")
+
+
+def _surrogate_problem(block: Block) -> str | None:
+    """A lone surrogate anywhere in ``block`` (half of a character, such as an emoji a tool's
+    output cut in two): no UTF-8 encodes it, and the API refuses the body ("not valid JSON: no
+    low surrogate in string"). O(size of the block)."""
+    text = json.dumps(block_to_wire(block), ensure_ascii=False, default=repr)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        found = text[err.start : err.end]
+        return (
+            f"holds a lone surrogate {found!r} (half of a character); the API refuses it as "
+            "invalid JSON: replace it, e.g. with U+FFFD"
+        )
+    return None
 
 
 def check_not_empty(blocks: Sequence[Block], where: str, *, allowed: bool = False) -> None:

@@ -12,7 +12,9 @@ framework's truncation is ignored); a framework that sends fewer messages than i
 rewinds: a new branch starts at the last message it still sends, and the old one keeps everything.
 Every decision is a function of the stored transcript and the parameters, so the same framework
 list after a restart reconciles to the same request (the key cache only saves work).
-A dry reconcile stores nothing. The framework's ``cache_control`` markers are not stored.
+A dry reconcile stores nothing. The framework's ``cache_control`` markers are not stored (nor
+appended by a dry reconcile); a framework's system message keeps its ``clear_at`` and
+``output_config`` (stored in ``metadata.extra``, sent on it).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any, Protocol, TypeAlias
 import attrs
 
 from context_manager._compile._fold import SUMMARY_KIND, covers_upto
+from context_manager._compile._render import SYSTEM_FIELDS
 from context_manager._model._branch_names import numbered_branch
 from context_manager._model._canonical import strip_cache_control
 from context_manager._model._content import Block, UnknownBlock, is_thinking, to_blocks
@@ -279,11 +282,30 @@ def _dry(
     result = compile(call.head, True)
     request = dict(result.request)
     extra = [
-        {"role": m["role"], "content": wire_content(m["content"])}
+        {**as_sent(m), "role": m["role"], "content": unmarked(wire_content(m["content"]))}
         for m in call.messages[steps.new_from :]
     ]
     request["messages"] = [*request.get("messages", []), *extra]
     return Reconciliation(), attrs.evolve(result, request=with_betas(request, call.betas))
+
+
+def as_sent(message: Mapping[str, Any]) -> dict[str, Any]:
+    """A framework's system message's own fields (``clear_at``, ``output_config``: provider
+    rules 18-19), which go out on it as the framework set them; ``{}`` for any other message."""
+    if message["role"] != "system":
+        return {}
+    return {name: message[name] for name in SYSTEM_FIELDS if name in message}
+
+
+def _system_fields(message: Mapping[str, Any]) -> MessageMeta | None:
+    """The metadata a framework's message is stored with: its system fields, where the render
+    reads them (``metadata.extra``), or ``None``. Any other field (an OpenAI-style ``name``,
+    which the API refuses) is not stored, and that is logged."""
+    fields = as_sent(message)
+    dropped = sorted(set(message) - {"role", "content"} - set(fields))
+    if dropped:
+        log.info("framework_message_fields_dropped", role=message["role"], fields=dropped)
+    return MessageMeta(extra=fields) if fields else None
 
 
 def _apply(
@@ -311,7 +333,8 @@ def _apply(
         stored.append(host.add_message("user", unmarked(blocks)))
     for message in framework[steps.new_from :]:
         role = check_role(message["role"])
-        stored.append(host.add_message(role, unmarked(wire_content(message["content"]))))
+        content = unmarked(wire_content(message["content"]))
+        stored.append(host.add_message(role, content, metadata=_system_fields(message)))
     ignored = 0 if follow_window else steps.lead
     done = Reconciliation(
         tuple(stored), edited, None, rewound, ignored, edit_lost=lost, edit_lost_blocks=lost_blocks

@@ -68,7 +68,10 @@ def user_key(role: str, content: object) -> str:
 
 
 def reply_key(content: object) -> str:
-    """The comparison key of a reply: its words (whitespace folded) and its calls, in order.
+    """The comparison key of a reply: its text (whitespace left out) and its calls, in order.
+
+    A framework may join a reply's text blocks (a cited answer comes as several) with or
+    without a space between them, or keep them apart: each reads the same.
 
     Thinking and reasoning re-serialized as tagged text are left out: the recorded reply's
     thinking is what goes out, whatever the framework kept of it.
@@ -82,7 +85,7 @@ def reply_key(content: object) -> str:
             words = str(block.get("text", "")).split()
             if not words or (words[0].startswith("<") and _THINKING_TAG.match(" ".join(words))):
                 continue
-            skeleton.append(["text", " ".join(words)])
+            skeleton.append(["text", "".join(words)])
         elif kind == "tool_use" or kind == "server_tool_use":
             skeleton.append([kind, block.get("id"), block.get("name"), block.get("input")])
         else:  # a server tool's result, a compaction block, anything newer: as it is
@@ -96,7 +99,7 @@ def _merge_text(skeleton: list[list[Any]]) -> list[list[Any]]:
     merged: list[list[Any]] = []
     for entry in skeleton:
         if entry[0] == "text" and merged and merged[-1][0] == "text":
-            merged[-1] = ["text", f"{merged[-1][1]} {entry[1]}"]
+            merged[-1] = ["text", f"{merged[-1][1]}{entry[1]}"]
         else:
             merged.append(entry)
     return merged

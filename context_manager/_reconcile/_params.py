@@ -40,8 +40,8 @@ def split_params(params: Mapping[str, Any]) -> FrameworkCall:
 
     Raises:
         FrameworkParamsInvalid: no ``model``, ``messages`` is not a list of role/content
-            mappings, or a server-held ``thread`` (the server would keep the history, so the
-            library could not choose what is sent).
+            mappings, ``system`` or ``tools`` of another shape, or a server-held ``thread``
+            (the server would keep the history, so the library could not choose what is sent).
     """
     if params.get("thread") is not None:
         raise FrameworkParamsInvalid(
@@ -61,11 +61,19 @@ def split_params(params: Mapping[str, Any]) -> FrameworkCall:
     system = params.get("system") or None
     head = Head(
         model=model,
-        system=system if isinstance(system, str) or system is None else list(system),
-        tools=list(params.get("tools") or ()),
+        system=system if isinstance(system, str) or system is None else _listed(system, "system"),
+        tools=_listed(params.get("tools") or (), "tools"),
         settings=settings,
     )
     return FrameworkCall(head=head, messages=checked, betas=_betas(params.get("betas")))
+
+
+def _listed(value: object, name: str) -> list[Any]:
+    """``value`` (a ``system`` or ``tools`` list) as a list; anything else is refused here, with
+    the field's name (the head's own check then judges the items)."""
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
+        return list(value)
+    raise FrameworkParamsInvalid(f"{name} must be a list, got {value!r:.80}")
 
 
 def _message(index: int, item: object) -> dict[str, Any]:
@@ -74,6 +82,8 @@ def _message(index: int, item: object) -> dict[str, Any]:
             f"messages[{index}] is not a user, assistant or system message: {item!r:.80}"
         )
     if "content" not in item:
+        if item["role"] == "system" and "output_config" in item:  # per-message effort alone
+            return {**item, "content": []}
         raise FrameworkParamsInvalid(f"messages[{index}] has no content")
     return dict(item)
 

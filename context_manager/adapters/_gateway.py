@@ -8,7 +8,8 @@ Built on starlette (the ``gateway`` extra), imported when the app is made.
 Invariants: the caller's own credentials (``x-api-key`` or ``authorization``) go upstream with
 its call and nowhere else: never stored, never logged, never kept past the request; the agent is
 the ``x-context-manager-agent`` header (and ``x-context-manager-branch``), or the configured rule;
-an upstream error is answered with the upstream's own status and body; a call whose agent
+an upstream error is answered with the upstream's own status and body, a body the library
+cannot read with a 400 ``invalid_request_error`` saying why (nothing stored); a call whose agent
 another host holds past the hold timeout is answered 409 (which the SDKs retry); without an
 upstream the gateway answers from the in-process simulator (the offline demo), whatever key the
 caller sends.
@@ -27,7 +28,7 @@ import httpx2
 
 from context_manager._compile._strategies import Strategy
 from context_manager._manager import TracerProviderOption
-from context_manager._model._errors import AgentBusy
+from context_manager._model._errors import AgentBusy, InvalidType
 from context_manager._model._head import ThinkingBinding
 from context_manager._model._log import library_logger
 from context_manager._store._protocol import Store
@@ -210,7 +211,7 @@ class Gateway:
             return _error(409, "api_error", str(err), holder=err.holder)
         except anthropic.APIStatusError as err:
             return JSONResponse(err.body, status_code=err.status_code)
-        except ValueError as err:  # a body reconcile cannot read
+        except (ValueError, InvalidType) as err:  # a body reconcile cannot read
             return _error(400, "invalid_request_error", str(err))
         except anthropic.APIConnectionError as err:
             log.warning(

@@ -7,6 +7,7 @@ values, ``betas`` moved out to the header.
 from __future__ import annotations
 
 import json
+import re
 import secrets
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -61,4 +62,22 @@ def parse_body(body: bytes) -> dict[str, Any]:
         raise InvalidRequest(f"There was an error parsing the body: {err}") from err
     if not isinstance(parsed, dict):
         raise InvalidRequest("the request body must be a JSON object")
+    if _ESCAPED_SURROGATE.search(body):  # JSON escapes may spell half a character
+        _check_surrogates(parsed)
     return parsed
+
+
+_ESCAPED_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
+"""A ``\\uD800``-``\\uDFFF`` escape: a lone one is no character (the only way a surrogate gets
+into a parsed body; raw UTF-8 cannot hold one)."""
+
+
+def _check_surrogates(parsed: dict[str, Any]) -> None:
+    """Refuse a body holding a lone surrogate, as the API does (recorded 400s: "The request body
+    is not valid JSON: no low surrogate in string")."""
+    try:
+        json.dumps(parsed, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as err:
+        high = "\ud800" <= err.object[err.start] <= "\udbff"
+        kind = "no low surrogate" if high else "invalid high surrogate"
+        raise InvalidRequest(f"The request body is not valid JSON: {kind} in string") from err

@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Iterator
 from typing import Any
+from unittest.mock import ANY
 
 import anthropic
 import httpx2
@@ -285,6 +286,38 @@ async def test_a_call_that_names_no_agent_is_refused_with_the_apis_error_shape(
             await client.messages.create(
                 model=MODEL, max_tokens=64, messages=[{"role": "user", "content": "hi"}]
             )
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ({"messages": [{"role": "user", "content": 5}]}, "content 5 is not a string"),
+        ({"messages": [{"role": "user", "content": None}]}, "content None is not a string"),
+        ({"messages": [{"role": "user", "content": ["hi"]}]}, "content item 'hi' is neither"),
+        ({"system": 5}, "system must be a list, got 5"),
+        ({"tools": 5}, "tools must be a list, got 5"),
+    ],
+    ids=["content-number", "content-null", "bare-string-item", "system-number", "tools-number"],
+)
+async def test_a_body_of_the_wrong_shape_is_a_400_in_the_apis_shape_and_stores_nothing(
+    store: Store, offline: str, change: dict[str, Any], says: str
+) -> None:
+    """The API refuses each of these with a 400; the gateway answered a 500 (its handler let
+    the library's ``InvalidType`` through, or the reconcile failed on ``list(5)``)."""
+    body = {"model": MODEL, "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]}
+    async with anthropic.AsyncAnthropic(
+        base_url=offline, api_key="mine", default_headers=AGENT, max_retries=0
+    ) as client:
+        with pytest.raises(anthropic.BadRequestError) as caught:
+            # the SDK's raw post: its create() would check some of these client-side
+            await client.post("/v1/messages", body={**body, **change}, cast_to=object)
+
+    assert caught.value.body == {
+        "type": "error",
+        "error": {"type": "invalid_request_error", "message": ANY},
+    }
+    assert says in caught.value.message
+    assert stored(store).messages() == []
 
 
 def test_langchain_chat_anthropic_streams_a_tool_loop_through_the_gateway(

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import attrs
+import pytest
 from helpers import (
     THINKING_HEAD,
     calling_script,
@@ -19,8 +20,9 @@ from helpers import (
     thinking_signatures,
     unmarked,
 )
+from structlog.testing import capture_logs
 
-from context_manager import ContextManager, Store
+from context_manager import ContextManager, InFlightThinkingInvalid, Store, ThinkingBinding
 from context_manager._compile import EMPTY_REPLY_TEXT
 from context_manager.runtime import Agent
 from context_manager.simulator import Simulator
@@ -190,3 +192,85 @@ async def test_a_tool_use_id_used_again_in_a_later_round_is_sent_as_stored(store
     assert calls == answers == ["0usajhl5", "0usajhl5"]
     assert len(thinking_signatures(sent)) == 3  # both calls and the first answer
     assert invalid_calls(sim) == []
+
+
+async def imported_open_round(sim: Simulator, cm: ContextManager) -> Any:
+    """A host that talked to the API directly until a tool call, then stored that history
+    (reply included, unstamped) to go on through this library: the reply it imported."""
+    asked = [{"type": "text", "text": "Please use tool read_log."}]
+    head = THINKING_HEAD
+    params: dict[str, Any] = {"model": head.model, "system": head.system, "tools": head.tools}
+    messages: list[Any] = [{"role": "user", "content": asked}]
+    reply = await sim.client().beta.messages.create(**params, messages=messages, **head.settings)
+    cm.add_message("user", asked)
+    cm.add_message("assistant", [b.model_dump(exclude_none=True) for b in reply.content])
+    call = next(b for b in reply.content if b.type == "tool_use")
+    cm.add_message("user", [{"type": "tool_result", "tool_use_id": call.id, "content": "fine"}])
+    return reply
+
+
+async def test_an_imported_reply_whose_tool_round_is_open_goes_out_with_its_thinking(
+    store: Store,
+) -> None:
+    """Left out, the open round's reply was filtered, which the API refuses whatever its
+    thinking (provider rule 6): the first request after the import was a certain 400. Sent, the
+    block verifies, or the provider drops it under ``drop_block``; once the round closes it is
+    left out as unstamped and the strip reports it."""
+    sim = Simulator(script=calling_script())
+    cm = ContextManager.open(store, namespace="ada")
+    reply = await imported_open_round(sim, cm)
+
+    result = cm.compile(THINKING_HEAD)
+    answer = await sim.client().beta.messages.create(**result.request)
+    cm.record_reply(answer, result)
+    cm.add_message("user", "Thanks.")
+    after = cm.compile(THINKING_HEAD)
+
+    assert thinking_signatures(result.request) == [reply.content[0].signature]
+    assert invalid_calls(sim) == []
+    assert after.thinking_strip is not None
+    assert after.thinking_strip.replies[0] == cm.messages()[1].id
+
+
+async def test_an_imported_open_round_under_drop_block_off_is_refused_before_sending(
+    store: Store,
+) -> None:
+    sim = Simulator(script=calling_script())
+    cm = ContextManager.open(store, namespace="ada", binding=ThinkingBinding(drop_block=False))
+    await imported_open_round(sim, cm)
+    calls = len(sim.calls)
+
+    with pytest.raises(InFlightThinkingInvalid, match="no stamp"):
+        cm.compile(THINKING_HEAD)
+    assert len(sim.calls) == calls
+
+
+@pytest.mark.parametrize(
+    ("unsigned", "event"),
+    [
+        ({"type": "thinking", "thinking": "hmm", "signature": ""}, "unsigned_thinking_left_out"),
+        ({"type": "thinking", "thinking": "hmm"}, "malformed_thinking_left_out"),
+        ({"type": "redacted_thinking", "data": ""}, "unsigned_thinking_left_out"),
+    ],
+    ids=["empty-signature", "no-signature", "empty-redacted"],
+)
+async def test_imported_thinking_without_a_signature_is_left_out_and_logged(
+    store: Store, unsigned: dict[str, Any], event: str
+) -> None:
+    """Frameworks that rebuild reasoning from another provider's history drop the signature;
+    the API refuses such a block (provider rule 12). One with no ``signature`` field at all
+    was sent as it came (a 400), and an empty one was left out with nothing said."""
+    sim = Simulator()
+    cm = ContextManager.open(store, namespace="ada")
+    cm.add_message("user", "Hello.")
+    reply = cm.add_message("assistant", [unsigned, {"type": "text", "text": "Hi."}])
+    cm.add_message("user", "And now?")
+
+    with capture_logs() as logs:
+        result = cm.compile(THINKING_HEAD)
+    await sim.client().beta.messages.create(**result.request)
+
+    assert unmarked(result.request["messages"][1]["content"]) == [{"type": "text", "text": "Hi."}]
+    assert [(e["message_id"], e["block"]) for e in logs if e["event"] == event] == [(reply, 0)]
+    assert invalid_calls(sim) == []
+    assert len(cm.get_message(reply).content) == 2  # stored as it came

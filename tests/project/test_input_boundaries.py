@@ -31,6 +31,9 @@ MALFORMED_BLOCKS: list[Any] = [
     {"type": "tool_use", "name": "probe", "input": {}},
     {"type": "tool_use", "id": "toolu_1", "name": "probe", "input": [1, 2]},
     {"type": "tool_result"},
+    {"type": "text", "text": "an emoji cut in two: \ud83d"},  # the API: not valid JSON
+    {"type": "tool_result", "tool_use_id": "toolu_1", "content": "\ude00 the other half"},
+    {"type": "tool_use", "id": "toolu_1", "name": "probe", "input": {"q": ["\udbff"]}},
 ]
 
 

@@ -23,6 +23,7 @@ from helpers import (
     thinking_signatures,
     unmarked,
 )
+from structlog.testing import capture_logs
 
 from context_manager import (
     REASONING_LOSS_KIND,
@@ -35,7 +36,7 @@ from context_manager import (
     TextBlock,
     Window,
 )
-from context_manager.simulator import Simulator
+from context_manager.simulator import OUTPUT_CONFIG_BETA, SYSTEM_CLEAR_AT_BETA, Simulator
 
 
 async def turn(
@@ -522,4 +523,123 @@ async def test_a_rewind_after_a_followed_window_keeps_the_window_so_a_tool_round
     messages.append({"role": "user", "content": [answer]})
     closing = await turn(client, cm, messages, None)
     assert closing.thinking_strip is None  # the open round's thinking goes out, valid
+    assert invalid_calls(sim) == []
+
+
+CLEAR_AT = {"role": "system", "content": "Be terse for now.", "clear_at": "next_user_message"}
+EFFORT = {"role": "system", "output_config": {"effort": "low"}}  # per-message effort, no content
+
+
+async def test_a_frameworks_system_messages_keep_their_clear_at_and_output_config(
+    sim: Simulator, store: Store
+) -> None:
+    """Provider rules 18, 19 and 21: the fields go out on the message where the framework put
+    it. ``clear_at`` was dropped (the note stayed in force for good) and a message of effort
+    alone was refused (``InvalidContent``, or no content at all)."""
+    cm = ContextManager.open(store, namespace="ada")
+    client = sim.client()
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "hi"}, CLEAR_AT]
+    await turn(client, cm, messages, None, betas=[SYSTEM_CLEAR_AT_BETA])
+    messages += [{"role": "user", "content": "and now?"}, EFFORT]
+    second = await turn(
+        client, cm, messages, None, betas=[SYSTEM_CLEAR_AT_BETA, OUTPUT_CONFIG_BETA]
+    )
+
+    sent = [m for m in unmarked(second.request["messages"]) if m["role"] == "system"]
+    assert sent == [
+        {**CLEAR_AT, "content": [{"type": "text", "text": "Be terse for now."}]},
+        {**EFFORT, "content": []},
+    ]
+    assert cm.last_reconciliation is not None
+    assert cm.last_reconciliation.edited == ()
+    assert invalid_calls(sim) == []
+
+
+async def test_a_dry_reconcile_appends_the_new_messages_with_their_fields_and_no_markers(
+    store: Store,
+) -> None:
+    """What ``count_tokens`` counts: the new messages as the call would store them. Their
+    markers went out as they came, after the compiler's own, so a one-hour marker after the
+    compiler's five-minute one was refused (the API's order of TTLs)."""
+    sim = Simulator()
+    cm = ContextManager.open(store, namespace="ada")
+    marked = {"type": "text", "text": "hi", "cache_control": {"type": "ephemeral", "ttl": "1h"}}
+    params = framework_params([{"role": "user", "content": [marked]}, CLEAR_AT])
+
+    dry = cm.reconcile({**params, "betas": [SYSTEM_CLEAR_AT_BETA]}, dry_run=True)
+    request = {k: v for k, v in dry.request.items() if k != "max_tokens"}
+    counted = await sim.client().beta.messages.count_tokens(**request)
+
+    assert counted.input_tokens > 0
+    assert dry.request["messages"][-2:] == [
+        {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+        {**CLEAR_AT, "content": [{"type": "text", "text": "Be terse for now."}]},
+    ]
+
+
+def citing_script(request: dict[str, Any]) -> list[Any]:
+    """A cited answer, in three text blocks as the API returns one (the cited words apart)."""
+    cited = {
+        "type": "char_location",
+        "cited_text": "The sky is blue.",
+        "document_index": 0,
+        "start_char_index": 0,
+        "end_char_index": 16,
+    }
+    return [
+        {"type": "thinking", "thinking": "The document says so."},
+        {"type": "text", "text": "According to the document, "},
+        {"type": "text", "text": "the sky is blue", "citations": [cited]},
+        {"type": "text", "text": "."},
+    ]
+
+
+@pytest.mark.parametrize("joiner", ["", " "])
+async def test_a_cited_reply_whose_texts_the_framework_joined_is_matched_and_sent_as_recorded(
+    store: Store, joiner: str
+) -> None:
+    """chatlas, llm and ellmer keep a reply as its text joined (``"".join``): such a copy of
+    a cited reply was taken for an edit, and the recorded reply was replaced by it, its
+    citations gone and its thinking stripped."""
+    sim = Simulator(script=citing_script)
+    cm = ContextManager.open(store, namespace="ada")
+    client = sim.client()
+    document = {
+        "type": "document",
+        "source": {"type": "text", "media_type": "text/plain", "data": "The sky is blue."},
+        "citations": {"enabled": True},
+    }
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": [document, {"type": "text", "text": "The sky?"}]}
+    ]
+    await turn(client, cm, messages, None)
+    texts = [b["text"] for b in messages.pop()["content"] if b["type"] == "text"]
+    messages.append({"role": "assistant", "content": joiner.join(texts)})
+
+    second = await turn(client, cm, messages, "Thanks.")
+
+    assert unmarked(second.request["messages"][1]["content"]) == sim.responses[0]["content"]
+    assert second.thinking_strip is None
+    assert cm.last_reconciliation is not None
+    assert cm.last_reconciliation.edited == ()
+    assert invalid_calls(sim) == []
+
+
+async def test_a_message_field_the_api_refuses_is_not_stored_and_that_is_logged(
+    sim: Simulator, store: Store
+) -> None:
+    """An OpenAI-style ``name`` on a message: the API refuses it (400), the library leaves it
+    out; it did so with nothing said."""
+    cm = ContextManager.open(store, namespace="ada")
+    named = {"role": "user", "content": "hi", "name": "bob"}
+
+    with capture_logs() as logs:
+        result = cm.reconcile(framework_params([named]))
+    await sim.client().beta.messages.create(**result.request)
+
+    dropped = [e for e in logs if e["event"] == "framework_message_fields_dropped"]
+    assert [(e["role"], e["fields"]) for e in dropped] == [("user", ["name"])]
+    assert unmarked(result.request["messages"]) == [
+        {"role": "user", "content": [{"type": "text", "text": "hi"}]}
+    ]
     assert invalid_calls(sim) == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable, Iterator
 from typing import Any
 from unittest.mock import ANY
@@ -496,6 +497,36 @@ def test_a_body_that_is_not_json_is_a_400_in_the_api_shape() -> None:
     assert response.json()["error"]["type"] == "invalid_request_error"
     assert response.json()["error"]["message"].startswith("There was an error parsing the body")
     assert sim.requests == []
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("cut \\ud83d", "no low surrogate in string"),
+        ("cut \\ude00 twice", "invalid high surrogate in string"),
+    ],
+)
+def test_a_lone_surrogate_escape_is_a_400_as_the_api_answers_it(text: str, message: str) -> None:
+    """A tool's output cut inside an emoji, as clients report the API refusing it; the
+    simulator failed on it with a 500. A whole pair is one character and is taken."""
+    sim = Simulator()
+    bodies = [
+        json.dumps(base()).replace('"content": "hi"', f'"content": "{words}"').encode()
+        for words in (text, "whole \\ud83d\\ude00")
+    ]
+    with httpx2.Client(transport=sim.transport(), base_url="http://sim.invalid") as raw:
+        answers = [
+            raw.post("/v1/messages", content=body, headers={"anthropic-version": "2023-06-01"})
+            for body in bodies
+        ]
+
+    assert answers[0].status_code == 400
+    assert answers[0].json()["error"] == {
+        "type": "invalid_request_error",
+        "message": f"The request body is not valid JSON: {message}",
+    }
+    assert answers[1].status_code == 200
+    assert len(sim.requests) == 1
 
 
 def test_a_request_without_the_version_header_is_refused() -> None:
