@@ -19,6 +19,7 @@ from ._compaction import COMPACTION_KIND
 from ._message import render_message
 from ._render import RenderContext
 from ._run import HEAD_CHANGE_PREVIEW_ID, Draft, Run
+from ._stage_reanchor import anchor_head
 
 
 def plan_head(run: Run) -> tuple[Head, RenderContext, CacheKey]:
@@ -137,8 +138,10 @@ def _appended(run: Run, draft: Draft, anchor: AnchoredHead) -> Draft:
 
 def _head_changed(run: Run, draft: Draft) -> Draft:
     """The asked head becomes the anchored one, and the window is rendered under it."""
-    engine, asked = run.engine, run.asked
-    anchor = AnchoredHead(draft.state.last_sequence, head_json(asked))
+    engine = run.engine
+    anchored = anchor_head(run, draft.state)
+    asked = attrs.evolve(run.asked, tools=anchored["tools"])
+    anchor = AnchoredHead(draft.state.last_sequence, anchored)
     ctx = attrs.evolve(
         engine.context(asked, run.record, run.serial, run.appends, anchor), head_changed=True
     )
