@@ -94,6 +94,33 @@ def sent_after(request: Mapping[str, Any]) -> Sent:
     return Sent.of_head({k: v for k, v in head.items() if v is not None})
 
 
+def block_deferred(head: Mapping[str, Any], state: RenderState, read: Any) -> dict[str, Any]:
+    """``head`` (``{"system", "tools"}``, a new anchor) with the deferred definitions of the
+    compaction block ``state`` opens with added, each whose name ``head`` does not declare.
+
+    A deferred tool a ``tool_addition`` once referenced is part of the prefix of the thinking
+    made after it (rule 3), and the provider's binding carries that addition through the block
+    (rule 25 c): every request under the block must keep its definition in ``tools``, or the
+    kept turns' thinking and the thinking made since fail. The block's tools on offer are kept
+    too, as deferred definitions: one may have been added by a change the block summarized, and
+    a later change then adds it back by reference, not as a new deferred tool (which would bind
+    every block since the compaction). ``read(message_id)`` reads the
+    stored block. ``head`` unchanged when the render opens with no block."""
+    first = state.messages[0].get("content") if state.messages else None
+    if not (isinstance(first, list) and first and first[0].get("type") == COMPACTION_KIND):
+        return dict(head)
+    sources = state.provenance[0].sources
+    stored = read(sources[0].message_id).metadata.extra.get("sent") if sources else None
+    if not isinstance(stored, Mapping):
+        return dict(head)
+    sent = Sent.from_json(stored)
+    offered = [{**sent.known[name], "defer_loading": True} for name in sent.active]
+    tools = list(head.get("tools") or ())
+    names = {t.get("name") for t in tools}
+    kept = [dict(t) for t in (*sent.deferred, *offered) if t.get("name") not in names]
+    return {**head, "tools": tools + kept} if kept else dict(head)
+
+
 def unmarked(value: Any) -> Any:
     """``value`` without ``cache_control`` markers (placed by the caching stage, and not
     compared by the prefix check, rule 2)."""

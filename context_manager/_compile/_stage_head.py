@@ -19,6 +19,7 @@ from ._compaction import COMPACTION_KIND
 from ._message import render_message
 from ._render import RenderContext
 from ._run import HEAD_CHANGE_PREVIEW_ID, Draft, Run
+from ._stage_reanchor import anchor_head
 
 
 def plan_head(run: Run) -> tuple[Head, RenderContext, CacheKey]:
@@ -31,6 +32,8 @@ def plan_head(run: Run) -> tuple[Head, RenderContext, CacheKey]:
             if run.steady is not None
             else request_head(anchor, Sent.anchored(anchor), asked)
         )
+    elif run.steady is not None:  # not appending: what the last compile sent for ``asked``
+        head = run.steady.sent
     ctx = engine.context(head, run.record, run.serial, run.appends, anchor if run.appends else None)
     return head, ctx, engine.cache_key(head, ctx, run.budget)
 
@@ -52,9 +55,13 @@ def _append_change(run: Run, draft: Draft) -> Draft:
     if anchor is None and run.engine.manager.binding.append_changes:  # the first anchor
         return _first_anchor(run, draft, AnchoredHead(state.last_sequence, head_json(asked)))
     if anchor is not None and run.steady is None:  # not appending: anchor what is sent now
-        if canonical_json(anchor.head) != canonical_json(head_json(asked)):
-            return _anchored(draft, AnchoredHead(state.last_sequence, head_json(asked)))
-        cache.steady = Steady(anchor, asked, asked, state.last_change, asked)
+        anchored = anchor_head(run, state)
+        sent = attrs.evolve(asked, tools=anchored["tools"])
+        if canonical_json(anchor.head) != canonical_json(anchored):
+            new = AnchoredHead(state.last_sequence, anchored)
+            return attrs.evolve(_anchored(draft, new), head=sent)
+        cache.steady = Steady(anchor, asked, asked, state.last_change, sent)
+        return attrs.evolve(draft, head=sent)
     return draft
 
 
@@ -137,8 +144,10 @@ def _appended(run: Run, draft: Draft, anchor: AnchoredHead) -> Draft:
 
 def _head_changed(run: Run, draft: Draft) -> Draft:
     """The asked head becomes the anchored one, and the window is rendered under it."""
-    engine, asked = run.engine, run.asked
-    anchor = AnchoredHead(draft.state.last_sequence, head_json(asked))
+    engine = run.engine
+    anchored = anchor_head(run, draft.state)
+    asked = attrs.evolve(run.asked, tools=anchored["tools"])
+    anchor = AnchoredHead(draft.state.last_sequence, anchored)
     ctx = attrs.evolve(
         engine.context(asked, run.record, run.serial, run.appends, anchor), head_changed=True
     )

@@ -4,9 +4,13 @@ anchored one and the window is rendered under it. Never under a compaction block
 turns are still sent: their thinking needs the anchored ``system`` and ``tools`` unchanged
 (provider rule 25 c); a change summarized away is appended again instead (rule 26). A window
 that starts past them has changed every later block's prefix anyway (rule 5), so the head
-re-anchors as without a block (a change it skipped would otherwise be contradicted)."""
+re-anchors as without a block (a change it skipped would otherwise be contradicted), keeping
+the block's tool definitions as deferred ones (``_compaction.block_deferred``: a tool a
+summarized change added still binds the thinking made since, rules 3 and 25 c)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import attrs
 
@@ -15,7 +19,9 @@ from context_manager._model._messages import StoredMessage
 from context_manager._store._protocol import AnchoredHead
 
 from ._append import head_json
+from ._compaction import block_deferred
 from ._editing import carries_compaction
+from ._render import RenderState
 from ._run import PREVIEW_SUMMARY_ID, Draft, Run
 from ._stage_fold import carry_ages
 
@@ -24,8 +30,10 @@ def reanchor(run: Run, draft: Draft) -> Draft:
     """Re-render under the asked head when the rules above call for it (one full render)."""
     if not _due(run, draft):
         return draft
-    engine, state, asked = run.engine, draft.state, run.asked
-    fresh = AnchoredHead(state.last_sequence, head_json(asked))
+    engine, state = run.engine, draft.state
+    anchored = anchor_head(run, state)
+    asked = attrs.evolve(run.asked, tools=anchored["tools"])
+    fresh = AnchoredHead(state.last_sequence, anchored)
     again = attrs.evolve(
         engine.context(asked, run.record, run.serial, run.appends, fresh),
         releases=draft.ctx.releases,
@@ -62,7 +70,7 @@ def _due(run: Run, draft: Draft) -> bool:
     skipped = anchor is not None and state.start > anchor.at_sequence + 1
     if not (run.appends and (draft.folded or moved or skipped)):
         return False
-    fresh = canonical_json(head_json(run.asked))
+    fresh = canonical_json(anchor_head(run, state))
     if not (
         anchor is None
         or draft.appended_before
@@ -74,6 +82,15 @@ def _due(run: Run, draft: Draft) -> bool:
         draft.folded
         or moved
         or run.engine.skips_a_change(run.key, run.lineage, anchor, state.start)
+    )
+
+
+def anchor_head(run: Run, state: RenderState) -> dict[str, Any]:
+    """The asked head as a new anchor (``{"system", "tools"}``), keeping the deferred
+    definitions of the compaction block the render opens with (``block_deferred``)."""
+    m = run.engine.manager
+    return block_deferred(
+        head_json(run.asked), state, lambda message_id: m.store.get(m.namespace, message_id)
     )
 
 

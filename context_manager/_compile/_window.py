@@ -2,7 +2,9 @@
 rendered, and the releases and stamps a render needs loaded first.
 
 A steady compile reads only what was stored since the kept render (O(new)); a re-render reuses
-the window's stored messages and encoded blocks while the change serial and lineage hold.
+the window's stored messages and encoded blocks while the change serial and lineage hold. A
+kept render is extended only from where a render from the store would start (``_start``), so
+the request is the same in the process that kept it and after a restart.
 """
 
 from __future__ import annotations
@@ -165,6 +167,18 @@ class WindowRenderer(RenderReleaser):
             start = open_round_start(self.manager, run.lineage, base)
         return max(base, start or 0)
 
+    def _window_dropped(self, run: Run, state: RenderState) -> bool:
+        """No window now, and the kept render starts at the recorded window anchor where a
+        render from the store starts elsewhere (the open round that held the start there
+        has closed, ``_start``): the kept render is not extended, so a restart sends the
+        same request. One summary read and one small read, only while that holds."""
+        anchor = run.record.anchor
+        if run.limit is not None or not anchor or state.start != anchor:
+            return False
+        summary = self._latest_summary(run.lineage)
+        base = covers_upto(summary) + 1 if summary is not None else 0
+        return self._start(run, base, None, None) != state.start
+
     def _extend_cached(
         self, run: Run, cache_key: CacheKey, ctx: RenderContext
     ) -> tuple[RenderState | None, int]:
@@ -187,6 +201,9 @@ class WindowRenderer(RenderReleaser):
         if any(message.metadata.kind in OPENER_KINDS for message in new):
             return None, 0
         state = self._kept_state(run, cached)
+        if self._window_dropped(run, state):
+            cache.render = None  # nor rejudged: rendered again from where the store says
+            return None, 0
         if not isinstance(cached[1], CompactRender) and run.dry_run:
             state = state.copy()
         self._prefetch(new, run.record, key)

@@ -383,3 +383,64 @@ async def test_a_window_that_jumps_past_the_kept_turns_re_anchors_so_a_tool_come
     assert first_block(sent)["type"] == "compaction"
     assert "grep" in offered_tools(sent).active
     assert sent["messages"][1]["content"][0]["text"].startswith("Question 3")
+
+
+async def _turn(cm: ContextManager, client: Any, head: Head, text: str = "Go on.") -> None:
+    cm.add_message("user", text)
+    result = await cm.compile_async(head)
+    cm.record_reply(await client.beta.messages.create(**result.request), result)
+
+
+async def _compacted_after_grep_came_and_went(
+    store: Store,
+) -> tuple[Simulator, Any, ContextManager, Head]:
+    """A branch where ``grep`` was added by a change and removed again, then compacted (one
+    reply kept); returns the simulator, its client, the context and the head with ``grep``."""
+    sim = Simulator()
+    client = sim.client()
+    cm = ContextManager.open(store, namespace="ada")
+    grown = attrs.evolve(PROBE_HEAD, tools=[*PROBE_HEAD.tools, GREP_TOOL])
+    for head in (PROBE_HEAD, grown, PROBE_HEAD):
+        await _turn(cm, client, head)
+    cm.strategy = Compact(1)
+    assert await cm.compact_async(client) is not None
+    return sim, client, cm, grown
+
+
+async def test_a_tool_added_before_a_compaction_keeps_its_definition_through_a_later_re_anchor(
+    store: Store,
+) -> None:
+    """Found by the compile fuzzing helper. A tool added by a change (a deferred definition
+    and a ``tool_addition``) and removed again before a compaction binds the thinking made
+    since (rule 3, carried through the block). A window jump past the kept turns re-anchors the
+    head: the definition must stay in ``tools``, or the thinking after the block fails once the
+    window renders it again, and a later change that adds the tool back by a new deferred
+    definition fails it too (it was dropped with ``prefix_binding_mismatch``)."""
+    sim, client, cm, grown = await _compacted_after_grep_came_and_went(store)
+    for text in (f"After. {LONG}", f"More. {LONG}"):
+        await _turn(cm, client, PROBE_HEAD, text)
+    cm.strategy = Window(300, shed_thinking=False)
+    await _turn(cm, client, PROBE_HEAD, "Jump. " * 50)
+    cm.strategy = Compact(10_000)  # the whole branch rendered again, the block first
+    for head in (PROBE_HEAD, grown, grown):
+        await _turn(cm, client, head)
+
+    assert invalid_calls(sim) == []
+    assert "grep" in [t["name"] for t in sim.calls[-1].request["tools"]]
+
+
+async def test_a_model_without_system_messages_keeps_the_tools_of_the_compaction_block(
+    store: Store,
+) -> None:
+    """Found by the compile fuzzing helper. On a model that takes no system messages the head
+    is not appended but anchored as asked; under a compaction block the anchor keeps the
+    block's tool definitions as deferred ones, so the thinking made there stays valid when a
+    model that takes them adds a tool the summarized range had added (before, ``grep`` came
+    back as a new deferred definition and that thinking was dropped)."""
+    sim, client, cm, grown = await _compacted_after_grep_came_and_went(store)
+    cm.strategy = Compact(10_000)
+    plain = attrs.evolve(PROBE_HEAD, model="claude-sonnet-5")  # no system messages
+    for head in (plain, plain, grown, grown):
+        await _turn(cm, client, head)
+
+    assert invalid_calls(sim) == []

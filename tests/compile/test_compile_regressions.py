@@ -6,9 +6,9 @@ import asyncio
 import json
 
 import pytest
-from helpers import THINKING_HEAD, calling_script, unmarked
+from helpers import THINKING_HEAD, calling_script, snapshots_off, unmarked
 
-from context_manager import ContextManager, Fold, MemoryStore, OverBudget
+from context_manager import ContextManager, Fold, MemoryStore, OverBudget, ToolResultBlock
 from context_manager.simulator import Simulator
 
 
@@ -142,3 +142,34 @@ async def test_two_concurrent_async_compiles_on_one_branch_fold_once_and_strip_o
     assert len(cm.messages(kind="summary")) - folds_before <= 1
     assert len(heard) <= 1
     assert first.request["messages"] == second.request["messages"]
+
+
+def test_a_round_that_kept_a_dropped_budgets_window_renders_what_a_restart_renders() -> None:
+    """Found by the compile fuzzing helper. A budget jumped the window at a turn's first call;
+    the calls after it, without a budget, kept that start while the tool round was open (rule
+    6). Once the round closed, the kept render went on extending from that start while a
+    render from the store (a restart, or the render dropped) started at the branch's start
+    again: the same stored state sent two different requests (SPEC 7)."""
+    sim = Simulator(script=calling_script())
+    client = sim.sync_client()
+    cm = ContextManager.open(MemoryStore(), namespace="ada")
+    for text in ("The deploy failed. " * 30, "Which build was it? " * 30, "Now use tool."):
+        cm.add_message("user", text)
+        budget = 200 if text == "Now use tool." else None
+        while True:
+            result = cm.compile(THINKING_HEAD, budget=budget)
+            reply = client.beta.messages.create(**result.request)
+            cm.record_reply(reply, result)
+            budget = None
+            calls = [b for b in reply.content if b.type == "tool_use"]
+            if not calls:
+                break
+            cm.add_message("user", [ToolResultBlock(c.id, "all is well") for c in calls])
+    cm.add_message("user", "And the next one?")
+
+    kept = cm.compile(THINKING_HEAD, dry_run=True)
+    cm.forget_cache()
+    with snapshots_off():
+        cold = cm.compile(THINKING_HEAD, dry_run=True)
+
+    assert kept.request == cold.request
