@@ -77,6 +77,9 @@ class Records:
     def add(self, kind: str, record: dict[str, Any]) -> StoredMessage:
         """Append ``record`` (a JSON object) as a record of ``kind``; returns the stored message."""
         follow_current(self.cm)
+        return self._append(kind, record)
+
+    def _append(self, kind: str, record: dict[str, Any]) -> StoredMessage:
         text = json.dumps(record, sort_keys=True, separators=(",", ":"))
         message_id = self.cm.add_message("system", [TextBlock(text)], MessageMeta(kind=kind))
         return self.cm.get_message(message_id)
@@ -117,9 +120,9 @@ class Records:
         """Start over on a branch holding only ``kept`` (``(kind, record)`` pairs, appended
         again in their order); the old branch is hidden, its records stay stored. Cost:
         O(kept)."""
-        self.reset()
+        self.reset()  # follows the store's current branch, then starts a new one
         for kind, record in kept:
-            self.add(kind, record)
+            self._append(kind, record)
 
     def reset(self) -> None:
         """Start over on an empty branch; the old one is hidden (its records stay stored)."""
